@@ -1,0 +1,263 @@
+// Package config is the typed gateway configuration read from switchboard.yaml.
+//
+// Decoding is strict: unknown keys, wrong types, duplicate keys and invalid values
+// are all errors, and [Load] reports every problem at once, each with
+// file:line:column and the dotted field path, so an operator can fix a file in one
+// pass. Defaults live only in [DefaultSettings]; environment variables override
+// the file, which overrides the defaults.
+//
+// A file looks like this:
+//
+//	servers:
+//	  github:
+//	    transport: http
+//	    url: https://api.githubcopilot.com/mcp/
+//	    bearer_token_env_var: GITHUB_TOKEN
+//	  files:
+//	    transport: stdio
+//	    command: npx
+//	    args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+//	    env:
+//	      LOG_LEVEL: info
+//	settings:
+//	  listen: 127.0.0.1:8080
+//	  tool_name_separator: "__"
+//
+// Secrets (header values, env values, bearer tokens) are never included in an
+// error message; use [Server.Redacted] before logging or serving a definition.
+package config
+
+import (
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// SelfCommand is the command name that means "the running switchboard binary", so
+// the default config can start the built-in demo server without knowing where the
+// binary is installed.
+const SelfCommand = "switchboard"
+
+// Transports a server may use.
+const (
+	TransportStdio = "stdio"
+	TransportSSE   = "sse"
+	TransportHTTP  = "http"
+)
+
+// Values of [Server.DefaultAccess].
+const (
+	AccessAllow = "allow"
+	AccessDeny  = "deny"
+)
+
+// NameRE is the syntax of server names and prefixes. A dot is the namespace
+// separator ("server.tool"), so names cannot contain one; upper case is excluded
+// so that names compare the same everywhere (URLs, tool names, SQL).
+var NameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+
+// envNameRE is the syntax of environment variable names we accept as references.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Pos is the source position of a field in a config file, kept so that problems
+// found after decoding (by the catalog, by a health probe) can still point at the
+// line to fix.
+type Pos struct{ Line, Column int }
+
+// Config is one validated gateway configuration. It is immutable by convention:
+// a reload builds a new Config rather than editing the running one.
+type Config struct {
+	File     string    // path it was loaded from; "" for the built-in default
+	Servers  []*Server // sorted by Name
+	Settings Settings
+}
+
+// Server returns the server called name, or nil, so callers need not loop over
+// the sorted slice themselves.
+func (c *Config) Server(name string) *Server {
+	i, ok := slices.BinarySearchFunc(c.Servers, name, func(s *Server, name string) int {
+		return strings.Compare(s.Name, name)
+	})
+	if !ok {
+		return nil
+	}
+	return c.Servers[i]
+}
+
+// Server is one upstream MCP server definition. The JSON tags match the YAML keys
+// so the store can persist a definition and read it back; persist it before
+// [Server.Expand] so that ${VAR} references, not secret values, are stored.
+type Server struct {
+	Name        string  `json:"name"`      // the map key under servers:
+	Transport   string  `json:"transport"` // "stdio" | "sse" | "http"
+	Description string  `json:"description,omitempty"`
+	AutoStart   *bool   `json:"auto_start,omitempty"` // nil = settings.auto_start_default
+	Prefix      *string `json:"prefix,omitempty"`     // nil = the server name; "" = unprefixed
+
+	// stdio
+	Command        string            `json:"command,omitempty"`
+	Args           []string          `json:"args,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`             // values may use ${VAR}; expanded by Expand; SECRET
+	EnvPassthrough []string          `json:"env_passthrough,omitempty"` // names of gateway env vars copied into the child
+	Cwd            string            `json:"cwd,omitempty"`
+
+	// sse / http
+	URL               string            `json:"url,omitempty"`
+	Headers           map[string]string `json:"headers,omitempty"`              // values may use ${VAR}; expanded by Expand; SECRET
+	HeadersFromEnv    map[string]string `json:"headers_from_env,omitempty"`     // header name -> env var name
+	BearerTokenEnvVar string            `json:"bearer_token_env_var,omitempty"` // env var holding a token -> "Authorization: Bearer <tok>"
+	HealthCheckURL    string            `json:"health_check_url,omitempty"`
+	DefaultAccess     string            `json:"default_access,omitempty"` // "allow" (default) | "deny"
+
+	// Pos is the position of each field key, e.g. Pos["url"]; Pos[""] is the
+	// name key. Entries of maps and lists have their own keys too, e.g.
+	// Pos["env.HOME"] and Pos["args[0]"]. Nil for servers not read from a file.
+	Pos map[string]Pos `json:"-"`
+
+	// resolved holds the values of HeadersFromEnv and BearerTokenEnvVar read by
+	// Expand (header name -> value). SECRET.
+	resolved map[string]string
+}
+
+// ResolvedHeaders returns the headers to send upstream: Headers plus
+// HeadersFromEnv and BearerTokenEnvVar resolved. All values are secrets. The
+// environment is read by [Server.Expand] (which Load and Parse call), not here, so
+// before Expand only Headers are returned.
+func (s *Server) ResolvedHeaders() map[string]string {
+	h := make(map[string]string, len(s.Headers)+len(s.resolved))
+	maps.Copy(h, s.Headers)
+	maps.Copy(h, s.resolved)
+	return h
+}
+
+// AutoStartOr reports AutoStart, or def when unset, so callers apply
+// settings.auto_start_default in one expression.
+func (s *Server) AutoStartOr(def bool) bool {
+	if s.AutoStart == nil {
+		return def
+	}
+	return *s.AutoStart
+}
+
+// EffectivePrefix returns the namespace prefix of the server's tools: Prefix when
+// set (possibly "" for unprefixed), otherwise the server name.
+func (s *Server) EffectivePrefix() string {
+	if s.Prefix == nil {
+		return s.Name
+	}
+	return *s.Prefix
+}
+
+// Clone returns a deep copy, so a caller can edit a definition without racing
+// readers of the original.
+func (s *Server) Clone() *Server {
+	c := *s
+	if s.AutoStart != nil {
+		v := *s.AutoStart
+		c.AutoStart = &v
+	}
+	if s.Prefix != nil {
+		v := *s.Prefix
+		c.Prefix = &v
+	}
+	c.Args = slices.Clone(s.Args)
+	c.EnvPassthrough = slices.Clone(s.EnvPassthrough)
+	c.Env = maps.Clone(s.Env)
+	c.Headers = maps.Clone(s.Headers)
+	c.HeadersFromEnv = maps.Clone(s.HeadersFromEnv)
+	c.Pos = maps.Clone(s.Pos)
+	c.resolved = maps.Clone(s.resolved)
+	return &c
+}
+
+// redactedValue replaces every secret in a [Server.Redacted] copy.
+const redactedValue = "***"
+
+// Redacted returns a copy safe to log or show in an API: header values, env
+// values and the resolved bearer token replaced by "***" (keys kept), and any
+// password in URLs masked as url.URL.Redacted does. Env var names (HeadersFromEnv, BearerTokenEnvVar,
+// EnvPassthrough) are not secrets and are kept.
+func (s *Server) Redacted() *Server {
+	c := s.Clone()
+	for _, m := range []map[string]string{c.Env, c.Headers, c.resolved} {
+		for k := range m {
+			m[k] = redactedValue
+		}
+	}
+	c.URL = redactURL(c.URL)
+	c.HealthCheckURL = redactURL(c.HealthCheckURL)
+	return c
+}
+
+// redactURL masks the password of a URL with userinfo the standard way
+// (url.URL.Redacted); an unparsable URL is replaced entirely, since we cannot tell
+// which part is secret.
+func redactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return redactedValue
+	}
+	if _, ok := u.User.Password(); !ok {
+		return raw
+	}
+	return u.Redacted()
+}
+
+// Settings are the gateway-wide knobs. Every field has a default in
+// [DefaultSettings], a YAML key under settings: and an environment variable.
+type Settings struct {
+	Listen            string        // default "127.0.0.1:8080"           env SWITCHBOARD_LISTEN
+	Store             string        // default "./switchboard.db"         env SWITCHBOARD_STORE (may hold a password: SECRET)
+	LogLevel          string        // debug|info|warn|error, default info env SWITCHBOARD_LOG_LEVEL
+	LogFormat         string        // text|json, default text            env SWITCHBOARD_LOG_FORMAT
+	ToolNameSeparator string        // "." (default) or "__"              env SWITCHBOARD_TOOL_NAME_SEPARATOR
+	AutoStartDefault  bool          // default false (seed 002)           env SWITCHBOARD_AUTO_START_DEFAULT
+	ConnectTimeout    time.Duration // yaml connect_timeout_seconds, default 30s  env SWITCHBOARD_CONNECT_TIMEOUT_SECONDS
+	ShutdownTimeout   time.Duration // yaml shutdown_timeout_seconds, default 5s  env SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS
+
+	// seed 000 parameters (yaml key = lower-case name; env var as given; defaults as given)
+	RetryMaxAttempts        int     // retry_max_attempts          MCP_RETRY_MAX_ATTEMPTS       3
+	RetryBaseMS             int     // retry_base_ms               MCP_RETRY_BASE_MS            500
+	RetryFactor             float64 // retry_factor                MCP_RETRY_FACTOR             2.0
+	RetryMaxDelayMS         int     // retry_max_delay_ms          MCP_RETRY_MAX_DELAY_MS       30000
+	CircuitFailureThreshold int     // circuit_failure_threshold   MCP_CIRCUIT_FAILURE_THRESHOLD 5
+	CircuitCooldownSeconds  int     // circuit_cooldown_seconds    MCP_CIRCUIT_COOLDOWN         60
+	CircuitHalfOpenMax      int     // circuit_half_open_max       MCP_CIRCUIT_HALF_OPEN_MAX    3
+	TokenTTLMinutes         int     // token_ttl_minutes           MCP_TOKEN_TTL_MINUTES        15
+	AuthCacheTTLMinutes     int     // auth_cache_ttl_minutes      MCP_AUTH_CACHE_TTL           5
+	InvocationTimeoutMS     int     // invocation_timeout_ms       MCP_INVOCATION_TIMEOUT_MS    30000
+	AuditRetentionDays      int     // audit_retention_days        MCP_AUDIT_RETENTION_DAYS     90
+}
+
+// DefaultSettings returns Settings with every default filled in. It is the one
+// place defaults live, so the file, the environment and the docs cannot disagree.
+func DefaultSettings() Settings {
+	return Settings{
+		Listen:            "127.0.0.1:8080",
+		Store:             "./switchboard.db",
+		LogLevel:          "info",
+		LogFormat:         "text",
+		ToolNameSeparator: ".",
+		AutoStartDefault:  false,
+		ConnectTimeout:    30 * time.Second,
+		ShutdownTimeout:   5 * time.Second,
+
+		RetryMaxAttempts:        3,
+		RetryBaseMS:             500,
+		RetryFactor:             2.0,
+		RetryMaxDelayMS:         30000,
+		CircuitFailureThreshold: 5,
+		CircuitCooldownSeconds:  60,
+		CircuitHalfOpenMax:      3,
+		TokenTTLMinutes:         15,
+		AuthCacheTTLMinutes:     5,
+		InvocationTimeoutMS:     30000,
+		AuditRetentionDays:      90,
+	}
+}

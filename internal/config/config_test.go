@@ -1,0 +1,1000 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// envFunc returns a getenv backed by m.
+func envFunc(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// wantErr is one expected problem: File defaults to the parsed file's name and Msg
+// is a substring of the message.
+type wantErr struct {
+	File  string
+	Line  int
+	Field string
+	Msg   string
+}
+
+func TestParseErrors(t *testing.T) {
+	const file = "switchboard.yaml"
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want []wantErr
+	}{
+		{
+			name: "YAML syntax",
+			yaml: "servers:\n  a:\n    args: [1, 2\n",
+			want: []wantErr{{Line: 3, Msg: "invalid YAML"}},
+		},
+		{
+			name: "tab indentation",
+			yaml: "servers:\n\tdemo: {}\n",
+			want: []wantErr{{Line: 2, Msg: "invalid YAML"}},
+		},
+		{
+			name: "unknown top-level key",
+			yaml: "servers: {}\nserver:\n  x: 1\n",
+			want: []wantErr{{Line: 2, Field: "server", Msg: `unknown top-level key "server"`}},
+		},
+		{
+			name: "unknown server field with suggestion",
+			yaml: "servers:\n  github:\n    transport: http\n    url: https://example.com/mcp\n    urll: https://example.com\n",
+			want: []wantErr{{Line: 5, Field: "servers.github.urll", Msg: `unknown field "urll" (did you mean "url"?)`}},
+		},
+		{
+			name: "name field inside a server",
+			yaml: "servers:\n  github:\n    name: github\n    transport: http\n    url: https://example.com/mcp\n",
+			want: []wantErr{{Line: 3, Field: "servers.github.name", Msg: "server name is its key"}},
+		},
+		{
+			name: "unknown settings field",
+			yaml: "settings:\n  listen: 127.0.0.1:9090\n  colour: blue\n",
+			want: []wantErr{{Line: 3, Field: "settings.colour", Msg: `unknown setting "colour"`}},
+		},
+		{
+			name: "missing url for http",
+			yaml: "servers:\n  remote:\n    transport: http\n",
+			want: []wantErr{{Line: 2, Field: "servers.remote.url", Msg: "url is required"}},
+		},
+		{
+			name: "missing command for stdio",
+			yaml: "servers:\n  local:\n    transport: stdio\n    args: [x]\n",
+			want: []wantErr{{Line: 2, Field: "servers.local.command", Msg: "command is required"}},
+		},
+		{
+			name: "missing transport",
+			yaml: "servers:\n  local:\n    command: x\n",
+			want: []wantErr{{Line: 2, Field: "servers.local.transport", Msg: "transport is required"}},
+		},
+		{
+			name: "name with a dot",
+			yaml: "servers:\n  my.server:\n    transport: stdio\n    command: x\n",
+			want: []wantErr{{Line: 2, Field: "servers.my.server", Msg: "namespace separator"}},
+		},
+		{
+			name: "name with upper case",
+			yaml: "servers:\n  GitHub:\n    transport: stdio\n    command: x\n",
+			want: []wantErr{{Line: 2, Field: "servers.GitHub", Msg: "lower-case"}},
+		},
+		{
+			name: "duplicate name",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n  a:\n    transport: stdio\n    command: y\n",
+			want: []wantErr{{Line: 5, Field: "servers.a", Msg: `duplicate key "a" (first defined at line 2)`}},
+		},
+		{
+			name: "duplicate field",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    command: y\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.command", Msg: "duplicate key"}},
+		},
+		{
+			name: "unknown transport",
+			yaml: "servers:\n  a:\n    transport: websocket\n    url: https://example.com\n",
+			want: []wantErr{{Line: 3, Field: "servers.a.transport", Msg: `unknown transport "websocket"`}},
+		},
+		{
+			name: "unset variable in header",
+			yaml: "servers:\n  a:\n    transport: sse\n    url: https://example.com/sse\n    headers:\n      X-Api-Key: \"${NOPE}\"\n",
+			want: []wantErr{{Line: 6, Field: "servers.a.headers.X-Api-Key", Msg: "environment variable NOPE is not set"}},
+		},
+		{
+			name: "unset variable in env",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    env:\n      TOKEN: \"prefix-${NOPE}\"\n",
+			want: []wantErr{{Line: 6, Field: "servers.a.env.TOKEN", Msg: "environment variable NOPE is not set"}},
+		},
+		{
+			name: "bad ${ syntax",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    env:\n      A: \"${UNCLOSED\"\n      B: \"${}\"\n      C: \"${1X}\"\n",
+			want: []wantErr{
+				{Line: 6, Field: "servers.a.env.A", Msg: "unterminated"},
+				{Line: 7, Field: "servers.a.env.B", Msg: "empty variable name"},
+				{Line: 8, Field: "servers.a.env.C", Msg: "invalid variable name"},
+			},
+		},
+		{
+			name: "unset bearer token and header env vars",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    bearer_token_env_var: NO_TOKEN\n    headers_from_env:\n      X-Key: NO_KEY\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.bearer_token_env_var", Msg: "environment variable NO_TOKEN is not set"},
+				{Line: 7, Field: "servers.a.headers_from_env.X-Key", Msg: "environment variable NO_KEY is not set"},
+			},
+		},
+		{
+			name: "bearer token and Authorization header",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    headers:\n      authorization: Basic x\n    bearer_token_env_var: TOKEN\n",
+			env:  map[string]string{"TOKEN": "t"},
+			want: []wantErr{{Line: 7, Field: "servers.a.bearer_token_env_var", Msg: "also set by servers.a.headers.authorization"}},
+		},
+		{
+			name: "wrong type for setting",
+			yaml: "settings:\n  listen: [1]\n",
+			want: []wantErr{{Line: 2, Field: "settings.listen", Msg: "must be a string, got a list"}},
+		},
+		{
+			name: "wrong type for integer setting",
+			yaml: "settings:\n  retry_max_attempts: three\n  retry_base_ms: 1.5\n",
+			want: []wantErr{
+				{Line: 2, Field: "settings.retry_max_attempts", Msg: "must be a number, got a string"},
+				{Line: 3, Field: "settings.retry_base_ms", Msg: "must be an integer"},
+			},
+		},
+		{
+			name: "wrong type for server field",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    args: --verbose\n    auto_start: yes\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.args", Msg: "must be a list"},
+				{Line: 6, Field: "servers.a.auto_start", Msg: "must be true or false"},
+			},
+		},
+		{
+			name: "bad default_access",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    default_access: block\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.default_access", Msg: `must be "allow" or "deny"`}},
+		},
+		{
+			name: "bad separator",
+			yaml: "settings:\n  tool_name_separator: /\n",
+			want: []wantErr{{Line: 2, Field: "settings.tool_name_separator", Msg: `must be one of "." or "__"`}},
+		},
+		{
+			name: "bad log level and format",
+			yaml: "settings:\n  log_level: verbose\n  log_format: xml\n",
+			want: []wantErr{
+				{Line: 2, Field: "settings.log_level", Msg: "must be one of"},
+				{Line: 3, Field: "settings.log_format", Msg: "must be one of"},
+			},
+		},
+		{
+			name: "numbers out of range",
+			yaml: "settings:\n  retry_max_attempts: 0\n  connect_timeout_seconds: -1\n  retry_base_ms: 1000\n  retry_max_delay_ms: 10\n",
+			want: []wantErr{
+				{Line: 2, Field: "settings.retry_max_attempts", Msg: "must be between 1 and 100"},
+				{Line: 3, Field: "settings.connect_timeout_seconds", Msg: "greater than 0"},
+				{Line: 5, Field: "settings.retry_max_delay_ms", Msg: "at least retry_base_ms"},
+			},
+		},
+		{
+			name: "bad listen address",
+			yaml: "settings:\n  listen: 8080\n",
+			want: []wantErr{{Line: 2, Field: "settings.listen", Msg: "must be host:port"}},
+		},
+		{
+			name: "url on stdio server",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    url: https://example.com\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.url", Msg: "not allowed for a stdio server"}},
+		},
+		{
+			name: "headers on stdio server",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    headers: {X-A: b}\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.headers", Msg: "not allowed for a stdio server"}},
+		},
+		{
+			name: "command and args on sse server",
+			yaml: "servers:\n  a:\n    transport: sse\n    url: https://example.com/sse\n    command: x\n    args: [y]\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.command", Msg: "not allowed for an sse server"},
+				{Line: 6, Field: "servers.a.args", Msg: "not allowed for an sse server"},
+			},
+		},
+		{
+			name: "relative url",
+			yaml: "servers:\n  a:\n    transport: http\n    url: /mcp\n",
+			want: []wantErr{{Line: 4, Field: "servers.a.url", Msg: "must be an absolute http:// or https:// URL"}},
+		},
+		{
+			name: "url with unsupported scheme",
+			yaml: "servers:\n  a:\n    transport: http\n    url: ftp://example.com/mcp\n    health_check_url: example.com/health\n",
+			want: []wantErr{
+				{Line: 4, Field: "servers.a.url", Msg: `scheme "ftp"`},
+				{Line: 5, Field: "servers.a.health_check_url", Msg: "absolute"},
+			},
+		},
+		{
+			name: "bad env_passthrough and env names",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    env:\n      BAD-NAME: v\n    env_passthrough:\n      - HOME\n      - 1PATH\n",
+			env:  map[string]string{"HOME": "/root"},
+			want: []wantErr{
+				{Line: 6, Field: "servers.a.env.BAD-NAME", Msg: "invalid environment variable name"},
+				{Line: 9, Field: "servers.a.env_passthrough[1]", Msg: "not a valid environment variable name"},
+			},
+		},
+		{
+			name: "unset env_passthrough variable",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    env_passthrough: [NOT_THERE]\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.env_passthrough[0]", Msg: "environment variable NOT_THERE is not set"}},
+		},
+		{
+			name: "bad prefix",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    prefix: My.Prefix\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.prefix", Msg: "contains a dot"}},
+		},
+		{
+			name: "null env value",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    env:\n      EMPTY:\n",
+			want: []wantErr{{Line: 6, Field: "servers.a.env.EMPTY", Msg: "got null"}},
+		},
+		{
+			name: "servers as a list",
+			yaml: "servers:\n  - name: a\n    transport: stdio\n",
+			want: []wantErr{{Line: 2, Field: "servers", Msg: "mapping of server name to definition"}},
+		},
+		{
+			name: "top level not a mapping",
+			yaml: "- servers\n",
+			want: []wantErr{{Line: 1, Field: "", Msg: "top level must be a mapping"}},
+		},
+		{
+			name: "alias to no anchor",
+			yaml: "servers:\n  a:\n    <<: *base\n    transport: stdio\n",
+			want: []wantErr{{Line: 3, Field: "servers.a", Msg: "alias *base refers to no anchor defined before it"}},
+		},
+		{
+			name: "unsupported tag",
+			yaml: "servers:\n  a: !include other.yaml\n",
+			want: []wantErr{{Line: 2, Field: "servers.a", Msg: `unsupported YAML tag "!include"`}},
+		},
+		{
+			name: "multiple documents",
+			yaml: "servers: {}\n---\nsettings: {}\n",
+			want: []wantErr{{Line: 3, Msg: "multiple YAML documents"}},
+		},
+		{
+			name: "env override not a number",
+			yaml: "settings:\n  retry_max_attempts: 4\n",
+			env:  map[string]string{"MCP_RETRY_MAX_ATTEMPTS": "abc"},
+			want: []wantErr{{File: EnvironmentFile, Field: "MCP_RETRY_MAX_ATTEMPTS", Msg: `invalid value "abc": must be an integer`}},
+		},
+		{
+			name: "env override fails validation",
+			yaml: "",
+			env:  map[string]string{"SWITCHBOARD_LOG_LEVEL": "loud", "SWITCHBOARD_AUTO_START_DEFAULT": "maybe"},
+			want: []wantErr{
+				{File: EnvironmentFile, Field: "SWITCHBOARD_AUTO_START_DEFAULT", Msg: "must be true or false"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_LOG_LEVEL", Msg: "must be one of"},
+			},
+		},
+		{
+			name: "env overrides of numbers and durations",
+			yaml: "settings:\n  retry_factor: 2\n",
+			env: map[string]string{
+				"MCP_RETRY_FACTOR":                     "0.5",
+				"SWITCHBOARD_CONNECT_TIMEOUT_SECONDS":  "0",
+				"SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS": "soon",
+				"MCP_AUDIT_RETENTION_DAYS":             "NaN",
+				"SWITCHBOARD_TOOL_NAME_SEPARATOR":      "/",
+			},
+			want: []wantErr{
+				{File: EnvironmentFile, Field: "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS", Msg: "greater than 0"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS", Msg: `invalid value "soon"`},
+				{File: EnvironmentFile, Field: "MCP_AUDIT_RETENTION_DAYS", Msg: "must be an integer"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_TOOL_NAME_SEPARATOR", Msg: `must be one of "." or "__"`},
+				{File: EnvironmentFile, Field: "MCP_RETRY_FACTOR", Msg: "must be between 1 and 100"},
+			},
+		},
+		{
+			name: "every problem reported at once, in file order",
+			yaml: "servers:\n  a.b:\n    transport: stdio\n    command: x\n  c:\n    transport: http\nsettings:\n  log_level: loud\nextra: 1\n",
+			want: []wantErr{
+				{Line: 2, Field: "servers.a.b", Msg: "contains a dot"},
+				{Line: 5, Field: "servers.c.url", Msg: "url is required"},
+				{Line: 8, Field: "settings.log_level", Msg: "must be one of"},
+				{Line: 9, Field: "extra", Msg: "unknown top-level key"},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse(file, []byte(tt.yaml), envFunc(tt.env))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want errors; config: %+v", cfg)
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a config along with errors")
+			}
+			var errs *Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error is %T, want *Errors: %v", err, err)
+			}
+			type loc struct {
+				File  string
+				Line  int
+				Field string
+			}
+			var got, want []loc
+			for _, e := range *errs {
+				got = append(got, loc{e.File, e.Line, e.Field})
+			}
+			for _, w := range tt.want {
+				if w.File == "" {
+					w.File = file
+				}
+				want = append(want, loc{w.File, w.Line, w.Field})
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("error locations mismatch (-want +got):\n%s\nerrors:\n%v", diff, err)
+			}
+			for i, w := range tt.want {
+				e := (*errs)[i]
+				if !strings.Contains(e.Msg, w.Msg) {
+					t.Errorf("error %d message = %q, want it to contain %q", i, e.Msg, w.Msg)
+				}
+				if e.Line > 0 {
+					prefix := fmt.Sprintf("%s:%d:%d: ", file, e.Line, e.Column)
+					if e.Column < 1 || !strings.HasPrefix(e.Error(), prefix) {
+						t.Errorf("error %d = %q, want prefix %q", i, e.Error(), prefix)
+					}
+				}
+				if !strings.Contains(err.Error(), e.Error()) {
+					t.Errorf("joined error does not contain %q", e.Error())
+				}
+			}
+		})
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	const yaml = `# a file using most features
+servers:
+  github:
+    transport: http
+    description: GitHub tools
+    url: https://api.example.com/mcp/
+    bearer_token_env_var: GH_TOKEN
+    headers:
+      X-Api-Key: "key-${API_KEY}-$$-$x"
+    headers_from_env:
+      X-Tenant: TENANT
+    health_check_url: https://api.example.com/health
+    default_access: deny
+    prefix: gh
+  files: &stdio
+    transport: stdio
+    command: npx
+    args: ["-y", server-filesystem, 8080]
+    env:
+      ROOT: ${HOME}/data
+    env_passthrough: [PATH]
+    cwd: /srv
+    auto_start: true
+  files-2:
+    <<: *stdio
+    prefix: ""
+    auto_start: false
+settings:
+  connect_timeout_seconds: 1.5
+  tool_name_separator: __
+`
+	env := map[string]string{"GH_TOKEN": "ghtok", "API_KEY": "k", "TENANT": "acme", "HOME": "/home/u", "PATH": "/bin"}
+	cfg, err := Parse("s.yaml", []byte(yaml), envFunc(env))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	yes, no, empty, gh := true, false, "", "gh"
+	files := &Server{
+		Name: "files", Transport: "stdio", AutoStart: &yes,
+		Command: "npx", Args: []string{"-y", "server-filesystem", "8080"},
+		Env: map[string]string{"ROOT": "/home/u/data"}, EnvPassthrough: []string{"PATH"}, Cwd: "/srv",
+		DefaultAccess: "allow",
+	}
+	files2 := files.Clone()
+	files2.Name, files2.Prefix, files2.AutoStart = "files-2", &empty, &no
+	want := []*Server{
+		files,
+		files2,
+		{
+			Name: "github", Transport: "http", Description: "GitHub tools", Prefix: &gh,
+			URL:               "https://api.example.com/mcp/",
+			Headers:           map[string]string{"X-Api-Key": "key-k-$-$x"},
+			HeadersFromEnv:    map[string]string{"X-Tenant": "TENANT"},
+			BearerTokenEnvVar: "GH_TOKEN",
+			HealthCheckURL:    "https://api.example.com/health",
+			DefaultAccess:     "deny",
+			resolved:          map[string]string{"X-Tenant": "acme", "Authorization": "Bearer ghtok"},
+		},
+	}
+	opts := cmp.Options{cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")}
+	if diff := cmp.Diff(want, cfg.Servers, opts); diff != "" {
+		t.Errorf("servers mismatch (-want +got):\n%s", diff)
+	}
+	wantHeaders := map[string]string{"X-Api-Key": "key-k-$-$x", "X-Tenant": "acme", "Authorization": "Bearer ghtok"}
+	if diff := cmp.Diff(wantHeaders, cfg.Server("github").ResolvedHeaders()); diff != "" {
+		t.Errorf("ResolvedHeaders mismatch (-want +got):\n%s", diff)
+	}
+	wantPos := map[string]Pos{"": {3, 3}, "url": {6, 5}, "headers": {8, 5}, "headers.X-Api-Key": {9, 7}}
+	for k, p := range wantPos {
+		if got := cfg.Server("github").Pos[k]; got != p {
+			t.Errorf("Pos[%q] = %v, want %v", k, got, p)
+		}
+	}
+	if got, want := cfg.Server("files").Pos["args[2]"], (Pos{18, 37}); got != want {
+		t.Errorf(`Pos["args[2]"] = %v, want %v`, got, want)
+	}
+	if got, want := cfg.Settings.ConnectTimeout, 1500*time.Millisecond; got != want {
+		t.Errorf("ConnectTimeout = %v, want %v", got, want)
+	}
+	if cfg.File != "s.yaml" {
+		t.Errorf("File = %q, want s.yaml", cfg.File)
+	}
+	if s := cfg.Server("nope"); s != nil {
+		t.Errorf(`Server("nope") = %v, want nil`, s)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	const yaml = `settings:
+  listen: 0.0.0.0:9000
+  log_level: debug
+  retry_max_attempts: 7
+  retry_factor: 3
+  shutdown_timeout_seconds: 2
+`
+	env := map[string]string{
+		"SWITCHBOARD_LISTEN":                   "127.0.0.1:7000", // overrides the file
+		"MCP_RETRY_BASE_MS":                    "250",            // overrides a default
+		"SWITCHBOARD_AUTO_START_DEFAULT":       "yes",
+		"SWITCHBOARD_CONNECT_TIMEOUT_SECONDS":  "0.5",
+		"SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS": "", // empty = unset: the file wins
+		"MCP_CIRCUIT_COOLDOWN":                 "10",
+		"SWITCHBOARD_STORE":                    "postgres://u:p@db/switchboard",
+	}
+	cfg, err := Parse("s.yaml", []byte(yaml), envFunc(env))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	want := DefaultSettings()
+	want.Listen = "127.0.0.1:7000"
+	want.LogLevel = "debug"
+	want.RetryMaxAttempts = 7
+	want.RetryFactor = 3
+	want.ShutdownTimeout = 2 * time.Second
+	want.RetryBaseMS = 250
+	want.AutoStartDefault = true
+	want.ConnectTimeout = 500 * time.Millisecond
+	want.CircuitCooldownSeconds = 10
+	want.Store = "postgres://u:p@db/switchboard"
+	if diff := cmp.Diff(want, cfg.Settings); diff != "" {
+		t.Errorf("settings mismatch (-want +got):\n%s", diff)
+	}
+
+	// With no file and no environment, every setting is its default.
+	cfg, err = Parse("empty.yaml", nil, envFunc(nil))
+	if err != nil {
+		t.Fatalf("Parse(empty): %v", err)
+	}
+	if diff := cmp.Diff(DefaultSettings(), cfg.Settings); diff != "" {
+		t.Errorf("empty file settings mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestSettingDefsCoverEveryField(t *testing.T) {
+	// Each Settings field must be reachable from exactly one YAML key, or it could
+	// never be configured.
+	var s Settings
+	seen := map[any]string{}
+	for _, def := range settingDefs {
+		p := fmt.Sprintf("%p", def.ptr(&s))
+		if other, dup := seen[p]; dup {
+			t.Errorf("settings %s and %s share a field", def.key, other)
+		}
+		seen[p] = def.key
+	}
+	if got, want := len(seen), reflect.TypeFor[Settings]().NumField(); got != want {
+		t.Errorf("%d settings have a YAML key, want %d", got, want)
+	}
+	if errs := validateSettings("", &Settings{}, nil); len(errs) == 0 {
+		t.Errorf("zero Settings validated without errors")
+	}
+	d := DefaultSettings()
+	if errs := validateSettings("", &d, nil); len(errs) != 0 {
+		t.Errorf("DefaultSettings is invalid: %v", errs)
+	}
+}
+
+func TestSettingEnvVars(t *testing.T) {
+	vars := SettingEnvVars()
+	for key, env := range map[string]string{
+		"listen":                 "SWITCHBOARD_LISTEN",
+		"retry_max_attempts":     "MCP_RETRY_MAX_ATTEMPTS",
+		"auth_cache_ttl_minutes": "MCP_AUTH_CACHE_TTL",
+	} {
+		if got := vars[key]; got != env {
+			t.Errorf("SettingEnvVars()[%q] = %q, want %q", key, got, env)
+		}
+	}
+	if got, want := len(vars), len(settingDefs); got != want {
+		t.Errorf("SettingEnvVars() has %d entries, want %d", got, want)
+	}
+}
+
+func TestSecretsNeverLeak(t *testing.T) {
+	// Every secret below contains mark, which must appear in no output.
+	const mark = "s3cr3t"
+	const canary = "CANARY-" + mark + "-value"
+	env := map[string]string{"TOKEN": canary, "KEY": canary, "WITH_NEWLINE": canary + "\n"}
+	broken := []string{
+		// header values with bad references, a line break, and a wrong type
+		"servers:\n  a:\n    transport: http\n    url: https://example.com\n    headers:\n      A: \"" + canary + "${NOPE}\"\n      B: \"" + canary + "${\"\n      C: \"" + canary + "${bad name}\"\n      D: \"" + canary + "\\r\\n\"\n      E: {x: " + canary + "}\n      F: [" + canary + "]\n",
+		// env values in the wrong place and with bad references
+		"servers:\n  a:\n    transport: http\n    url: https://example.com\n    env:\n      X: " + canary + "\n      Y: \"${NOPE}" + canary + "\"\n",
+		// headers on a stdio server
+		"servers:\n  a:\n    transport: stdio\n    command: x\n    headers:\n      Authorization: Bearer " + canary + "\n",
+		// a resolved variable with a line break
+		"servers:\n  a:\n    transport: http\n    url: https://example.com\n    headers_from_env: {X-A: WITH_NEWLINE}\n    bearer_token_env_var: WITH_NEWLINE\n",
+		// a URL with credentials
+		"servers:\n  a:\n    transport: http\n    url: ftp://user:" + canary + "@example.com/\n",
+		"servers:\n  a:\n    transport: http\n    url: \"https://user:" + canary + "@exa mple.com/\"\n",
+		// syntax errors on a line holding a secret
+		"servers:\n  a:\n    headers: {A: \"" + canary + "\n",
+		"servers:\n  a:\n    headers:\n      A: " + canary + "\n     B: x\n",
+		// a token written where the name of its variable belongs
+		"servers:\n  a:\n    transport: http\n    url: https://example.com\n    bearer_token_env_var: ghp_" + mark + "_value\n",
+		"servers:\n  a:\n    transport: http\n    url: https://example.com\n    bearer_token_env_var: " + canary + "\n    headers_from_env: {X: \"sk-" + canary + "\"}\n",
+		"servers:\n  a:\n    transport: http\n    url: https://example.com\n    headers:\n      X: \"${sk_" + mark + "}\"\n",
+		// a secret store DSN failing validation
+		"settings:\n  store: \"\"\n",
+	}
+	for i, src := range broken {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			_, err := Parse("s.yaml", []byte(src), envFunc(env))
+			if err == nil {
+				t.Fatalf("Parse succeeded, want an error")
+			}
+			if strings.Contains(err.Error(), mark) {
+				t.Errorf("error leaks the secret:\n%v", err)
+			}
+		})
+	}
+
+	t.Run("Redacted", func(t *testing.T) {
+		src := "servers:\n  a:\n    transport: http\n    url: https://user:" + canary + "@example.com/mcp\n    headers:\n      X-Key: " + canary + "\n    headers_from_env: {X-Other: KEY}\n    bearer_token_env_var: TOKEN\n  b:\n    transport: stdio\n    command: x\n    env:\n      SECRET: ${TOKEN}\n"
+		cfg, err := Parse("s.yaml", []byte(src), envFunc(env))
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		for _, s := range cfg.Servers {
+			r := s.Redacted()
+			js, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, out := range []string{string(js), fmt.Sprintf("%+v", *r), fmt.Sprint(r.ResolvedHeaders())} {
+				if strings.Contains(out, mark) {
+					t.Errorf("Redacted(%s) leaks the secret: %s", s.Name, out)
+				}
+			}
+		}
+		a := cfg.Server("a").Redacted()
+		wantHeaders := map[string]string{"X-Key": "***", "X-Other": "***", "Authorization": "***"}
+		if diff := cmp.Diff(wantHeaders, a.ResolvedHeaders()); diff != "" {
+			t.Errorf("redacted headers mismatch (-want +got):\n%s", diff)
+		}
+		if want := "https://user:xxxxx@example.com/mcp"; a.URL != want {
+			t.Errorf("redacted URL = %q, want %q", a.URL, want)
+		}
+		if got := cfg.Server("b").Redacted().Env["SECRET"]; got != "***" {
+			t.Errorf("redacted env value = %q, want ***", got)
+		}
+		// The original keeps its secrets: Redacted copies.
+		if got := cfg.Server("a").ResolvedHeaders()["X-Key"]; got != canary {
+			t.Errorf("original header = %q after Redacted, want the secret", got)
+		}
+		if got := cfg.Server("b").Env["SECRET"]; got != canary {
+			t.Errorf("original env = %q after Redacted, want the secret", got)
+		}
+	})
+}
+
+func TestDefault(t *testing.T) {
+	yes := true
+	wantDemo := &Server{
+		Name:          "demo",
+		Transport:     "stdio",
+		Description:   "Built-in demo MCP server",
+		Command:       SelfCommand,
+		Args:          []string{"demo-server"},
+		AutoStart:     &yes,
+		DefaultAccess: "allow",
+	}
+	opts := cmp.Options{cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")}
+
+	cfg := Default(envFunc(nil))
+	if diff := cmp.Diff([]*Server{wantDemo}, cfg.Servers, opts); diff != "" {
+		t.Errorf("Default servers mismatch (-want +got):\n%s", diff)
+	}
+	if cfg.File != "" {
+		t.Errorf("Default File = %q, want empty", cfg.File)
+	}
+	if diff := cmp.Diff(DefaultSettings(), cfg.Settings); diff != "" {
+		t.Errorf("Default settings mismatch (-want +got):\n%s", diff)
+	}
+
+	// Valid overrides apply; invalid ones are ignored by Default and reported by
+	// LoadDefault.
+	env := envFunc(map[string]string{"SWITCHBOARD_LISTEN": "127.0.0.1:1234", "MCP_RETRY_MAX_ATTEMPTS": "abc", "SWITCHBOARD_LOG_LEVEL": "loud"})
+	cfg = Default(env)
+	want := DefaultSettings()
+	want.Listen = "127.0.0.1:1234"
+	if diff := cmp.Diff(want, cfg.Settings); diff != "" {
+		t.Errorf("Default with env settings mismatch (-want +got):\n%s", diff)
+	}
+	_, err := LoadDefault(env)
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("LoadDefault error = %v, want Errors", err)
+	}
+	var fields []string
+	for _, e := range errs {
+		fields = append(fields, e.File+":"+e.Field)
+	}
+	if diff := cmp.Diff([]string{"environment:MCP_RETRY_MAX_ATTEMPTS", "environment:SWITCHBOARD_LOG_LEVEL"}, fields); diff != "" {
+		t.Errorf("LoadDefault errors mismatch (-want +got):\n%s", diff)
+	}
+	cfg, err = LoadDefault(envFunc(nil))
+	if err != nil {
+		t.Fatalf("LoadDefault: %v", err)
+	}
+	if diff := cmp.Diff([]*Server{wantDemo}, cfg.Servers, opts); diff != "" {
+		t.Errorf("LoadDefault servers mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "switchboard.yaml")
+	if err := os.WriteFile(path, []byte("servers:\n  a:\n    transport: stdio\n    command: x\n    bogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path, envFunc(nil))
+	if want := path + ":5:5: servers.a.bogus: unknown field \"bogus\""; err == nil || err.Error() != want {
+		t.Errorf("Load error = %v, want %q", err, want)
+	}
+
+	if err := os.WriteFile(path, []byte("servers:\n  a:\n    transport: stdio\n    command: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path, nil) // nil getenv = os.Getenv
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if cfg.File != path || len(cfg.Servers) != 1 || cfg.Servers[0].Name != "a" {
+		t.Errorf("Load = %+v, want one server a from %s", cfg, path)
+	}
+
+	_, err = Load(filepath.Join(dir, "missing.yaml"), nil)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load(missing) error = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestServersSorted(t *testing.T) {
+	src := "servers:\n  zeta: {transport: stdio, command: z}\n  alpha: {transport: stdio, command: a}\n  mid: {transport: stdio, command: m}\n"
+	cfg, err := Parse("s.yaml", []byte(src), envFunc(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range cfg.Servers {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff([]string{"alpha", "mid", "zeta"}, names); diff != "" {
+		t.Errorf("server order mismatch (-want +got):\n%s", diff)
+	}
+	if got := cfg.Server("mid"); got == nil || got.Command != "m" {
+		t.Errorf(`Server("mid") = %v, want the mid server`, got)
+	}
+}
+
+func TestValidateServer(t *testing.T) {
+	tests := []struct {
+		name   string
+		server *Server
+		want   []string // Field: Msg substring
+	}{
+		{
+			name:   "valid stdio",
+			server: &Server{Name: "a", Transport: "stdio", Command: "x"},
+		},
+		{
+			name:   "valid http",
+			server: &Server{Name: "a-b_1", Transport: "http", URL: "http://localhost:3000/mcp", DefaultAccess: "deny"},
+		},
+		{
+			name:   "empty",
+			server: &Server{},
+			want:   []string{"servers.: server name is required", "servers..transport: transport is required"},
+		},
+		{
+			name:   "dot in name, sse without url",
+			server: &Server{Name: "a.b", Transport: "sse"},
+			want:   []string{"servers.a.b: contains a dot", "servers.a.b.url: url is required"},
+		},
+		{
+			name:   "double underscore",
+			server: &Server{Name: "a__b", Transport: "stdio", Command: "x"},
+			want:   []string{"servers.a__b: alternative namespace separator"},
+		},
+		{
+			name:   "duplicate header case-insensitively",
+			server: &Server{Name: "a", Transport: "http", URL: "https://e", Headers: map[string]string{"X-Key": "1"}, HeadersFromEnv: map[string]string{"x-key": "K"}},
+			want:   []string{"servers.a.headers_from_env.x-key: also set by servers.a.headers.X-Key"},
+		},
+		{
+			name:   "bad header name and value",
+			server: &Server{Name: "a", Transport: "http", URL: "https://e", Headers: map[string]string{"Bad Name": "1", "X": "a\nb"}},
+			want:   []string{"servers.a.headers.Bad Name: invalid header name", "servers.a.headers.X: line breaks"},
+		},
+		{
+			name:   "env in passthrough and env",
+			server: &Server{Name: "a", Transport: "stdio", Command: "x", Env: map[string]string{"HOME": "/"}, EnvPassthrough: []string{"HOME"}},
+			want:   []string{"servers.a.env_passthrough[0]: also set in env"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateServer(tt.server)
+			var got []string
+			if err != nil {
+				var errs *Errors
+				if !errors.As(err, &errs) {
+					t.Fatalf("error is %T, want *Errors", err)
+				}
+				for _, e := range *errs {
+					if e.File != "" || e.Line != 0 || e.Column != 0 {
+						t.Errorf("error %v has a position, want none", e)
+					}
+					got = append(got, e.Error())
+				}
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d errors, want %d:\n%s", len(got), len(tt.want), strings.Join(got, "\n"))
+			}
+			for i, w := range tt.want {
+				field, msg, _ := strings.Cut(w, ": ")
+				if !strings.HasPrefix(got[i], field+": ") || !strings.Contains(got[i], msg) {
+					t.Errorf("error %d = %q, want field %q and message containing %q", i, got[i], field, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := envFunc(map[string]string{"A": "alpha", "TOK": "t0k", "H": "hv"})
+	tests := []struct {
+		in, want string
+		errs     []string
+	}{
+		{in: "plain", want: "plain"},
+		{in: "${A}", want: "alpha"},
+		{in: "x-${A}-${A}", want: "x-alpha-alpha"},
+		{in: "$$A and $${A}", want: "$A and ${A}"},
+		{in: "cost: $5 $", want: "cost: $5 $"},
+		{in: "${NOPE}", errs: []string{"environment variable NOPE is not set"}},
+		{in: "${A", errs: []string{`unterminated "${" at offset 0`}},
+		{in: "ok ${}", errs: []string{`empty variable name in "${}" at offset 3`}},
+		{in: "${A-B} ${C}", errs: []string{"invalid variable name", "environment variable C is not set"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, msgs := expandVars(tt.in, env)
+			if len(msgs) != len(tt.errs) {
+				t.Fatalf("expandVars(%q) problems = %q, want %d", tt.in, msgs, len(tt.errs))
+			}
+			for i := range msgs {
+				if !strings.Contains(msgs[i], tt.errs[i]) {
+					t.Errorf("problem %d = %q, want it to contain %q", i, msgs[i], tt.errs[i])
+				}
+			}
+			if len(msgs) == 0 && got != tt.want {
+				t.Errorf("expandVars(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+
+	t.Run("in place", func(t *testing.T) {
+		s := &Server{
+			Name: "a", Transport: "http", URL: "https://e",
+			Headers:           map[string]string{"X-A": "${A}"},
+			HeadersFromEnv:    map[string]string{"X-H": "H"},
+			BearerTokenEnvVar: "TOK",
+		}
+		if err := ValidateServer(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Expand(env); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"X-A": "alpha", "X-H": "hv", "Authorization": "Bearer t0k"}
+		if diff := cmp.Diff(want, s.ResolvedHeaders()); diff != "" {
+			t.Errorf("ResolvedHeaders mismatch (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("unchanged on error", func(t *testing.T) {
+		s := &Server{
+			Name: "a", Transport: "stdio", Command: "x",
+			Env:            map[string]string{"GOOD": "${A}", "BAD": "${NOPE}"},
+			EnvPassthrough: []string{"ALSO_NOPE"},
+		}
+		before := s.Clone()
+		err := s.Expand(env)
+		var errs Errors
+		if !errors.As(err, &errs) {
+			t.Fatalf("Expand error = %v, want Errors", err)
+		}
+		var got []string
+		for _, e := range errs {
+			got = append(got, e.Error())
+		}
+		want := []string{
+			"servers.a.env.BAD: environment variable NOPE is not set",
+			"servers.a.env_passthrough[0]: environment variable ALSO_NOPE is not set",
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Expand errors mismatch (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(before, s, cmp.AllowUnexported(Server{})); diff != "" {
+			t.Errorf("server changed by a failed Expand (-before +after):\n%s", diff)
+		}
+	})
+}
+
+func TestServerJSONRoundTrip(t *testing.T) {
+	yes, empty := true, ""
+	s := &Server{
+		Name: "a", Transport: "http", Description: "d", AutoStart: &yes, Prefix: &empty,
+		Command: "c", Args: []string{"x"}, Env: map[string]string{"E": "${V}"}, EnvPassthrough: []string{"P"}, Cwd: "/",
+		URL: "https://e", Headers: map[string]string{"H": "v"}, HeadersFromEnv: map[string]string{"H2": "V2"},
+		BearerTokenEnvVar: "T", HealthCheckURL: "https://e/h", DefaultAccess: "deny",
+		Pos: map[string]Pos{"": {1, 1}},
+	}
+	js, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(js, &keys); err != nil {
+		t.Fatal(err)
+	}
+	var gotKeys []string
+	for k := range keys {
+		gotKeys = append(gotKeys, k)
+	}
+	wantKeys := append([]string{"name"}, serverFields...)
+	if diff := cmp.Diff(wantKeys, gotKeys, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("JSON keys mismatch (-want +got):\n%s", diff)
+	}
+	var back Server
+	if err := json.Unmarshal(js, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(s, &back, cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")); diff != "" {
+		t.Errorf("round trip mismatch (-want +got):\n%s", diff)
+	}
+	// A nil prefix (= the server name) must stay nil, distinct from "".
+	js, _ = json.Marshal(&Server{Name: "b", Transport: "stdio"})
+	if strings.Contains(string(js), "prefix") {
+		t.Errorf("nil Prefix marshalled: %s", js)
+	}
+}
+
+func TestServerHelpers(t *testing.T) {
+	yes, no, p := true, false, "p"
+	tests := []struct {
+		s          *Server
+		def        bool
+		wantStart  bool
+		wantPrefix string
+	}{
+		{&Server{Name: "n"}, true, true, "n"},
+		{&Server{Name: "n"}, false, false, "n"},
+		{&Server{Name: "n", AutoStart: &no, Prefix: &p}, true, false, "p"},
+		{&Server{Name: "n", AutoStart: &yes, Prefix: new(string)}, false, true, ""},
+	}
+	for i, tt := range tests {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := tt.s.AutoStartOr(tt.def); got != tt.wantStart {
+				t.Errorf("AutoStartOr(%v) = %v, want %v", tt.def, got, tt.wantStart)
+			}
+			if got := tt.s.EffectivePrefix(); got != tt.wantPrefix {
+				t.Errorf("EffectivePrefix() = %q, want %q", got, tt.wantPrefix)
+			}
+		})
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	tests := []struct {
+		err  *Error
+		want string
+	}{
+		{&Error{File: "f.yaml", Line: 3, Column: 5, Field: "servers.a.url", Msg: "bad"}, "f.yaml:3:5: servers.a.url: bad"},
+		{&Error{File: "environment", Field: "MCP_X", Msg: "bad"}, "environment: MCP_X: bad"},
+		{&Error{Field: "servers.a", Msg: "bad"}, "servers.a: bad"},
+		{&Error{File: "f.yaml", Line: 1, Column: 1, Msg: "invalid YAML"}, "f.yaml:1:1: invalid YAML"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := tt.err.Error(); got != tt.want {
+				t.Errorf("Error() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	errs := Errors{tests[0].err, tests[1].err}
+	if got, want := errs.Error(), tests[0].want+"\n"+tests[1].want; got != want {
+		t.Errorf("Errors.Error() = %q, want %q", got, want)
+	}
+	var one *Error
+	if !errors.As(error(&errs), &one) || one != tests[0].err {
+		t.Errorf("errors.As(*Errors, *Error) = %v, want the first error", one)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(defaultYAML)
+	f.Add([]byte("servers:\n  a: &a\n    transport: stdio\n    command: x\n  b:\n    <<: [*a, *a]\n    env: {X: \"${Y}\"}\n"))
+	f.Add([]byte("servers:\n  h:\n    transport: http\n    url: https://e/mcp\n    headers: {A: \"${A}$$\"}\n    headers_from_env: {B: B}\n    bearer_token_env_var: T\nsettings:\n  retry_factor: 1.5\n  connect_timeout_seconds: 2\n"))
+	f.Add([]byte("a: &x [*x]\nb: &y *y\n"))
+	f.Add([]byte("servers: {x: !!str 1, ? y : z}\n---\n"))
+	getenv := envFunc(map[string]string{"A": "a", "B": "b", "T": "t", "Y": "y"})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse("fuzz.yaml", data, getenv)
+		if err != nil {
+			var errs *Errors
+			if !errors.As(err, &errs) || len(*errs) == 0 {
+				t.Fatalf("error %T %v is not a non-empty *Errors", err, err)
+			}
+			for _, e := range *errs {
+				if e.File == "" || e.Msg == "" {
+					t.Fatalf("error without file or message: %#v", e)
+				}
+			}
+			return
+		}
+		for i, s := range cfg.Servers {
+			if i > 0 && cfg.Servers[i-1].Name >= s.Name {
+				t.Fatalf("servers not sorted and unique: %q then %q", cfg.Servers[i-1].Name, s.Name)
+			}
+			// What Parse accepts, ValidateServer accepts too.
+			if err := ValidateServer(s); err != nil {
+				t.Fatalf("parsed server fails ValidateServer: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,172 @@
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// defaultName names the embedded default config in error messages.
+const defaultName = "<built-in default>"
+
+// Load reads and validates the file at path, applies env overrides (getenv; nil =
+// os.Getenv) with precedence env > file > defaults, expands ${VAR} in header
+// values and env values, and returns every problem at once as *Errors. A file
+// that cannot be read is reported as a wrapped error instead, so callers can test
+// errors.Is(err, fs.ErrNotExist) to fall back to [Default].
+func Load(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(path, data, getenv)
+}
+
+// Parse is Load on bytes; name is used in error messages as the file name and is
+// stored in Config.File.
+func Parse(name string, data []byte, getenv func(string) string) (*Config, error) {
+	cfg, errs := parse(name, data, orOSGetenv(getenv))
+	if len(errs) > 0 {
+		return nil, asError(errs)
+	}
+	return cfg, nil
+}
+
+// Default returns the built-in config used when no file is given and
+// ./switchboard.yaml does not exist: one server "demo" started with
+// "switchboard demo-server". It is parsed from an embedded YAML file so it goes
+// through the same validation as a user's file. Environment overrides that are
+// invalid are ignored here (there is no error to return); use [LoadDefault] to
+// report them.
+func Default(getenv func(string) string) *Config {
+	getenv = orOSGetenv(getenv)
+	cfg, errs := parse(defaultName, defaultYAML, getenv)
+	if len(errs) > 0 {
+		bad := map[string]bool{}
+		for _, e := range errs {
+			if e.File != EnvironmentFile {
+				panic(fmt.Sprintf("config: built-in default is invalid: %v", errs))
+			}
+			bad[e.Field] = true
+		}
+		cfg, errs = parse(defaultName, defaultYAML, func(k string) string {
+			if bad[k] {
+				return ""
+			}
+			return getenv(k)
+		})
+		if len(errs) > 0 {
+			panic(fmt.Sprintf("config: built-in default is invalid: %v", errs))
+		}
+	}
+	cfg.File = ""
+	return cfg
+}
+
+// LoadDefault is [Default] that reports invalid environment overrides as *Errors
+// instead of ignoring them.
+func LoadDefault(getenv func(string) string) (*Config, error) {
+	cfg, err := Parse(defaultName, defaultYAML, getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.File = ""
+	return cfg, nil
+}
+
+func orOSGetenv(getenv func(string) string) func(string) string {
+	if getenv == nil {
+		return os.Getenv
+	}
+	return getenv
+}
+
+// parse returns the config and every problem; the config is complete even when
+// there are problems, which lets Default retry without bad env overrides.
+func parse(name string, data []byte, getenv func(string) string) (*Config, Errors) {
+	cfg := &Config{File: name, Settings: DefaultSettings()}
+	src := map[string]settingSource{}
+	var errs Errors
+	var servers []*Server
+	var bad []map[string]bool
+
+	if f, synErr := parseYAML(name, data); synErr != nil {
+		errs = append(errs, synErr)
+	} else {
+		d := newDecoder(name, f)
+		servers, bad = d.decodeTop(f, &cfg.Settings, src)
+		errs = append(errs, d.errs...)
+	}
+
+	errs = append(errs, applyEnv(&cfg.Settings, getenv, src)...)
+	errs = append(errs, validateSettings(name, &cfg.Settings, src)...)
+
+	for i, s := range servers {
+		if bad[i][""] {
+			continue
+		}
+		probs := append(validateServer(s), s.expand(getenv)...)
+		for _, p := range probs {
+			if bad[i][topField(p.sub)] {
+				continue // its decoding error is already reported
+			}
+			pos := s.posFor(p.sub)
+			errs = append(errs, &Error{File: name, Line: pos.Line, Column: pos.Column, Field: serverField(s.Name, p.sub), Msg: p.msg})
+		}
+		if s.DefaultAccess == "" {
+			s.DefaultAccess = AccessAllow
+		}
+	}
+	slices.SortFunc(servers, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
+	cfg.Servers = servers
+	return cfg, errs
+}
+
+// topKeys are the keys allowed at the top level of a file.
+var topKeys = []string{"servers", "settings"}
+
+// decodeTop decodes the document's top-level mapping.
+func (d *decoder) decodeTop(f *ast.File, settings *Settings, src map[string]settingSource) ([]*Server, []map[string]bool) {
+	var body ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if body != nil {
+			d.errorf(posOf(doc.Body), "", "multiple YAML documents are not supported; put everything in one")
+			break
+		}
+		body = doc.Body
+	}
+	if r, ok := d.resolve(body, ""); !ok {
+		return nil, nil
+	} else if !isNull(r) {
+		switch r.(type) {
+		case *ast.MappingNode, *ast.MappingValueNode:
+		default:
+			d.errorf(posOf(r), "", "the top level must be a mapping with the keys \"servers\" and \"settings\", got %s", kindOf(r))
+			return nil, nil
+		}
+	}
+	entries, _ := d.mapping(body, "")
+	var servers []*Server
+	var bad []map[string]bool
+	for _, e := range entries {
+		switch e.key {
+		case "servers":
+			servers, bad = d.decodeServers(e.value)
+		case "settings":
+			d.decodeSettings(e.value, settings, src)
+		default:
+			d.errorf(e.pos, e.key, "unknown top-level key %q: only \"servers\" and \"settings\" are allowed%s", e.key, suggest(e.key, topKeys))
+		}
+	}
+	return servers, bad
+}

@@ -1,0 +1,344 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml/ast"
+)
+
+// settingDef ties one Settings field to its YAML key, its environment variable
+// and its validation, so the three cannot drift apart. The field's Go type (via
+// ptr) decides how values are decoded: *string, *bool, *int, *float64, or
+// *time.Duration written as seconds.
+type settingDef struct {
+	key   string
+	env   string
+	ptr   func(*Settings) any
+	check func(*Settings) string // "" when valid
+}
+
+// maxSeconds bounds the *_seconds durations: longer is surely a typo, and it keeps
+// the conversion to time.Duration far from overflow.
+const maxSeconds = 86400
+
+var settingDefs = []settingDef{
+	{"listen", "SWITCHBOARD_LISTEN", func(s *Settings) any { return &s.Listen }, func(s *Settings) string { return checkListen(s.Listen) }},
+	{"store", "SWITCHBOARD_STORE", func(s *Settings) any { return &s.Store }, func(s *Settings) string {
+		if s.Store == "" {
+			return "must not be empty"
+		}
+		return ""
+	}},
+	{"log_level", "SWITCHBOARD_LOG_LEVEL", func(s *Settings) any { return &s.LogLevel }, func(s *Settings) string {
+		return oneOf(s.LogLevel, "debug", "info", "warn", "error")
+	}},
+	{"log_format", "SWITCHBOARD_LOG_FORMAT", func(s *Settings) any { return &s.LogFormat }, func(s *Settings) string {
+		return oneOf(s.LogFormat, "text", "json")
+	}},
+	{"tool_name_separator", "SWITCHBOARD_TOOL_NAME_SEPARATOR", func(s *Settings) any { return &s.ToolNameSeparator }, func(s *Settings) string {
+		return oneOf(s.ToolNameSeparator, ".", "__")
+	}},
+	{"auto_start_default", "SWITCHBOARD_AUTO_START_DEFAULT", func(s *Settings) any { return &s.AutoStartDefault }, nil},
+	{"connect_timeout_seconds", "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ConnectTimeout }, nil},
+	{"shutdown_timeout_seconds", "SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ShutdownTimeout }, nil},
+	{"retry_max_attempts", "MCP_RETRY_MAX_ATTEMPTS", func(s *Settings) any { return &s.RetryMaxAttempts }, func(s *Settings) string {
+		return between(s.RetryMaxAttempts, 1, 100)
+	}},
+	{"retry_base_ms", "MCP_RETRY_BASE_MS", func(s *Settings) any { return &s.RetryBaseMS }, func(s *Settings) string {
+		return between(s.RetryBaseMS, 1, maxSeconds*1000)
+	}},
+	{"retry_factor", "MCP_RETRY_FACTOR", func(s *Settings) any { return &s.RetryFactor }, func(s *Settings) string {
+		if !(s.RetryFactor >= 1 && s.RetryFactor <= 100) {
+			return "must be between 1 and 100"
+		}
+		return ""
+	}},
+	{"retry_max_delay_ms", "MCP_RETRY_MAX_DELAY_MS", func(s *Settings) any { return &s.RetryMaxDelayMS }, func(s *Settings) string {
+		if msg := between(s.RetryMaxDelayMS, 1, maxSeconds*1000); msg != "" {
+			return msg
+		}
+		if s.RetryMaxDelayMS < s.RetryBaseMS {
+			return fmt.Sprintf("must be at least retry_base_ms (%d)", s.RetryBaseMS)
+		}
+		return ""
+	}},
+	{"circuit_failure_threshold", "MCP_CIRCUIT_FAILURE_THRESHOLD", func(s *Settings) any { return &s.CircuitFailureThreshold }, func(s *Settings) string {
+		return between(s.CircuitFailureThreshold, 1, 1_000_000)
+	}},
+	{"circuit_cooldown_seconds", "MCP_CIRCUIT_COOLDOWN", func(s *Settings) any { return &s.CircuitCooldownSeconds }, func(s *Settings) string {
+		return between(s.CircuitCooldownSeconds, 1, maxSeconds)
+	}},
+	{"circuit_half_open_max", "MCP_CIRCUIT_HALF_OPEN_MAX", func(s *Settings) any { return &s.CircuitHalfOpenMax }, func(s *Settings) string {
+		return between(s.CircuitHalfOpenMax, 1, 1_000_000)
+	}},
+	{"token_ttl_minutes", "MCP_TOKEN_TTL_MINUTES", func(s *Settings) any { return &s.TokenTTLMinutes }, func(s *Settings) string {
+		return between(s.TokenTTLMinutes, 1, 366*24*60)
+	}},
+	{"auth_cache_ttl_minutes", "MCP_AUTH_CACHE_TTL", func(s *Settings) any { return &s.AuthCacheTTLMinutes }, func(s *Settings) string {
+		return between(s.AuthCacheTTLMinutes, 1, 366*24*60)
+	}},
+	{"invocation_timeout_ms", "MCP_INVOCATION_TIMEOUT_MS", func(s *Settings) any { return &s.InvocationTimeoutMS }, func(s *Settings) string {
+		return between(s.InvocationTimeoutMS, 1, maxSeconds*1000)
+	}},
+	{"audit_retention_days", "MCP_AUDIT_RETENTION_DAYS", func(s *Settings) any { return &s.AuditRetentionDays }, func(s *Settings) string {
+		return between(s.AuditRetentionDays, 1, 36500)
+	}},
+}
+
+// SettingEnvVars returns the environment variable of each setting, keyed by YAML
+// key, so the CLI can document them without repeating the list.
+func SettingEnvVars() map[string]string {
+	m := make(map[string]string, len(settingDefs))
+	for _, def := range settingDefs {
+		m[def.key] = def.env
+	}
+	return m
+}
+
+func settingKeys() []string {
+	keys := make([]string, len(settingDefs))
+	for i, def := range settingDefs {
+		keys[i] = def.key
+	}
+	return keys
+}
+
+func findSetting(key string) *settingDef {
+	for i := range settingDefs {
+		if settingDefs[i].key == key {
+			return &settingDefs[i]
+		}
+	}
+	return nil
+}
+
+// settingSource records where a setting's value came from, to point errors at it.
+type settingSource struct {
+	env  bool
+	pos  Pos
+	file bool
+}
+
+// decodeSettings reads the settings: mapping into s.
+func (d *decoder) decodeSettings(n ast.Node, s *Settings, src map[string]settingSource) {
+	entries, _ := d.mapping(n, "settings")
+	for _, e := range entries {
+		field := join("settings", e.key)
+		def := findSetting(e.key)
+		if def == nil {
+			d.errorf(e.pos, field, "unknown setting %q%s", e.key, suggest(e.key, settingKeys()))
+			continue
+		}
+		if d.decodeSetting(e.value, field, def.ptr(s)) {
+			src[def.key] = settingSource{file: true, pos: e.pos}
+		}
+	}
+}
+
+// decodeSetting stores the value at n into ptr; it reports whether a value was set.
+func (d *decoder) decodeSetting(n ast.Node, field string, ptr any) bool {
+	switch p := ptr.(type) {
+	case *string:
+		v, set, ok := d.str(n, field)
+		if ok && set {
+			*p = v
+		}
+		return ok && set
+	case *bool:
+		v, set, ok := d.boolean(n, field)
+		if ok && set {
+			*p = v
+		}
+		return ok && set
+	case *int:
+		_, i, isInt, set, ok := d.number(n, field)
+		if !ok || !set {
+			return false
+		}
+		if !isInt || int64(int(i)) != i {
+			d.errorf(posOf(n), field, "must be an integer")
+			return false
+		}
+		*p = int(i)
+		return true
+	case *float64:
+		v, _, _, set, ok := d.number(n, field)
+		if ok && set {
+			*p = v
+		}
+		return ok && set
+	case *time.Duration:
+		v, _, _, set, ok := d.number(n, field)
+		if !ok || !set {
+			return false
+		}
+		dur, msg := seconds(v)
+		if msg != "" {
+			d.errorf(posOf(n), field, "%s", msg)
+			return false
+		}
+		*p = dur
+		return true
+	}
+	panic(fmt.Sprintf("config: setting %s has unsupported type %T", field, ptr))
+}
+
+// applyEnv overrides settings from the environment. An empty variable counts as
+// unset, as in most shells' ${VAR:-default}.
+func applyEnv(s *Settings, getenv func(string) string, src map[string]settingSource) Errors {
+	var errs Errors
+	for _, def := range settingDefs {
+		raw := getenv(def.env)
+		if raw == "" {
+			continue
+		}
+		if msg := parseSetting(raw, def.ptr(s)); msg != "" {
+			errs = append(errs, &Error{File: EnvironmentFile, Field: def.env, Msg: msg})
+			continue
+		}
+		src[def.key] = settingSource{env: true}
+	}
+	return errs
+}
+
+// parseSetting stores raw into ptr, or returns why it cannot. Values of string
+// settings are never quoted back (settings.store may hold a password); the others
+// are numbers and booleans and are quoted to help the operator.
+func parseSetting(raw string, ptr any) string {
+	switch p := ptr.(type) {
+	case *string:
+		*p = raw
+	case *bool:
+		v, ok := parseBool(raw)
+		if !ok {
+			return fmt.Sprintf("invalid value %q: must be true or false", raw)
+		}
+		*p = v
+	case *int:
+		v, err := strconv.Atoi(raw)
+		if err != nil {
+			return fmt.Sprintf("invalid value %q: must be an integer", raw)
+		}
+		*p = v
+	case *float64:
+		v, err := strconv.ParseFloat(raw, 64)
+		if err != nil || math.IsInf(v, 0) || math.IsNaN(v) {
+			return fmt.Sprintf("invalid value %q: must be a number", raw)
+		}
+		*p = v
+	case *time.Duration:
+		v, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return fmt.Sprintf("invalid value %q: must be a number of seconds", raw)
+		}
+		dur, msg := seconds(v)
+		if msg != "" {
+			return fmt.Sprintf("invalid value %q: %s", raw, msg)
+		}
+		*p = dur
+	default:
+		panic(fmt.Sprintf("config: setting has unsupported type %T", ptr))
+	}
+	return ""
+}
+
+// seconds converts a number of seconds (fractions allowed) to a Duration.
+func seconds(v float64) (time.Duration, string) {
+	if !(v > 0 && v <= maxSeconds) { // also rejects NaN
+		return 0, fmt.Sprintf("must be a number of seconds greater than 0 and at most %d", maxSeconds)
+	}
+	return time.Duration(v * float64(time.Second)), ""
+}
+
+// validateSettings checks the final values and points each problem at the place
+// the value came from: the environment variable, the file, or (for a bad default,
+// a bug) nowhere.
+func validateSettings(file string, s *Settings, src map[string]settingSource) Errors {
+	var errs Errors
+	for _, def := range settingDefs {
+		if def.check == nil {
+			continue
+		}
+		msg := def.check(s)
+		if msg == "" {
+			continue
+		}
+		from := src[def.key]
+		switch {
+		case from.env:
+			errs = append(errs, &Error{File: EnvironmentFile, Field: def.env, Msg: msg})
+		case from.file:
+			errs = append(errs, &Error{File: file, Line: from.pos.Line, Column: from.pos.Column, Field: "settings." + def.key, Msg: msg})
+		default:
+			errs = append(errs, &Error{Field: "settings." + def.key, Msg: msg + " (built-in default)"})
+		}
+	}
+	return errs
+}
+
+func checkListen(addr string) string {
+	msg := fmt.Sprintf("must be host:port, e.g. \"127.0.0.1:8080\" (got %q)", addr)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return msg
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return msg
+	}
+	return ""
+}
+
+func oneOf(v string, allowed ...string) string {
+	if slices.Contains(allowed, v) {
+		return ""
+	}
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = strconv.Quote(a)
+	}
+	return fmt.Sprintf("invalid value %q: must be one of %s", v, joinOr(quoted))
+}
+
+func between(v, lo, hi int) string {
+	if v < lo || v > hi {
+		return fmt.Sprintf("must be between %d and %d (got %d)", lo, hi, v)
+	}
+	return ""
+}
+
+// joinOr joins ["a","b","c"] as "a, b or c".
+func joinOr(items []string) string {
+	switch len(items) {
+	case 0:
+		return ""
+	case 1:
+		return items[0]
+	}
+	out := ""
+	for i, it := range items[:len(items)-1] {
+		if i > 0 {
+			out += ", "
+		}
+		out += it
+	}
+	return out + " or " + items[len(items)-1]
+}
+
+// parseBool accepts what strconv.ParseBool does plus yes/no and on/off, the
+// spellings operators use in environment files.
+func parseBool(raw string) (bool, bool) {
+	switch strings.ToLower(raw) {
+	case "yes", "on":
+		return true, true
+	case "no", "off":
+		return false, true
+	}
+	v, err := strconv.ParseBool(raw)
+	return v, err == nil
+}
