@@ -1,0 +1,217 @@
+// Package store persists the gateway's state (registered upstream servers, their
+// discovered tools and their connection history) behind one database/sql wrapper.
+//
+// Every call takes a context, writes are serialized, and [DB.Transact] composes
+// several calls into one atomic unit. The schema is created by embedded
+// migrations before [Open] returns. SQL is written to be portable between the
+// SQLite dialect used today and the PostgreSQL dialect planned for multi-replica
+// deployments: $N placeholders, TEXT ids, timestamps as INTEGER unix
+// nanoseconds (UTC), JSON documents as TEXT.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// ErrNotFound is wrapped by every error that reports a missing server, so
+// callers can map it to "404" with [errors.Is] without parsing messages.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is wrapped by every error that reports a violated uniqueness
+// rule (a taken server name, a duplicate tool name), so callers can map it to
+// "409" with [errors.Is].
+var ErrConflict = errors.New("already exists")
+
+// Options configures [Open]. A nil *Options means defaults.
+type Options struct {
+	// Logger receives notices about migrations and the storage engine. Nil
+	// discards them. The store never logs row contents.
+	Logger *slog.Logger
+}
+
+// querier is what both *sql.DB and *sql.Tx offer, so every data method can run
+// either on a pool or inside a transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// DB is a handle on the store. The *DB returned by [Open] is safe for
+// concurrent use and must be closed with [DB.Close]. The *DB passed to the
+// function given to [DB.Transact] is bound to that transaction: it must not be
+// used concurrently, nor after the function returns.
+type DB struct {
+	dialect *dialect
+	logger  *slog.Logger
+
+	// Set on the handle returned by Open; nil on a transaction's handle.
+	// write has exactly one connection, which serializes writers inside the
+	// process; read may be the same pool (in-memory databases).
+	write     *sql.DB
+	read      *sql.DB
+	closeOnce sync.Once
+	closeErr  error
+
+	// Set on a transaction's handle. depth counts nested Transact calls,
+	// which become savepoints.
+	tx    *sql.Tx
+	depth int
+}
+
+// reader is where queries run: inside a transaction they must see its own
+// uncommitted writes, outside they use the read pool so they never wait for
+// a writer.
+func (db *DB) reader() querier {
+	if db.tx != nil {
+		return db.tx
+	}
+	return db.read
+}
+
+// Close releases the database. It is idempotent and safe to call concurrently;
+// every call returns the result of the first. Calling it on a transaction's
+// handle is a programming error reported as an error.
+func (db *DB) Close() error {
+	if db.tx != nil {
+		return errors.New("closing store: Close called on a transaction's handle")
+	}
+	db.closeOnce.Do(func() {
+		var errs []error
+		if db.read != db.write {
+			errs = append(errs, db.read.Close())
+		}
+		errs = append(errs, db.write.Close())
+		if err := errors.Join(errs...); err != nil {
+			db.closeErr = fmt.Errorf("closing store: %w", err)
+		}
+	})
+	return db.closeErr
+}
+
+// Ping reports whether the database is reachable, for readiness probes.
+func (db *DB) Ping(ctx context.Context) error {
+	if db.tx != nil {
+		return nil
+	}
+	if err := db.write.PingContext(ctx); err != nil {
+		return fmt.Errorf("pinging store: %w", err)
+	}
+	if db.read != db.write {
+		if err := db.read.PingContext(ctx); err != nil {
+			return fmt.Errorf("pinging store: %w", err)
+		}
+	}
+	return nil
+}
+
+// Transact runs fn in a transaction; fn's *DB uses the tx. Commit on nil error,
+// rollback otherwise.
+//
+// fn's error is returned unwrapped so [errors.Is] sees what fn returned. A
+// panic in fn rolls the transaction back and is re-raised. Calling Transact on
+// a transaction's handle nests: the inner call becomes a savepoint, so its
+// failure undoes only its own work unless the error is propagated outward.
+//
+// Because writes are serialized, fn must do all of its work through its
+// argument: a write through the outer handle would wait for the transaction
+// that is waiting for it, until ctx ends.
+func (db *DB) Transact(ctx context.Context, fn func(tx *DB) error) error {
+	if db.tx != nil {
+		return db.savepoint(ctx, fn)
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning transaction: %w", err)
+	}
+	txdb := &DB{dialect: db.dialect, logger: db.logger, tx: tx}
+	committed := false
+	defer func() {
+		if !committed {
+			// Reached on error and on panic. The error (or panic) from fn is
+			// what the caller needs; a rollback failure can only mean the
+			// transaction is already gone, which database/sql handles.
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(txdb); err != nil {
+		return err
+	}
+	committed = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing transaction: %w", err)
+	}
+	return nil
+}
+
+// atomic runs fn, a single statement, on db's writer. Inside a transaction
+// it runs in a savepoint: in PostgreSQL a failed statement aborts the whole
+// transaction, and the store promises that an expected failure (ErrConflict)
+// leaves the caller's transaction usable, as SQLite does anyway.
+func (db *DB) atomic(ctx context.Context, fn func(q querier) error) error {
+	if db.tx == nil {
+		return fn(db.write)
+	}
+	return db.savepoint(ctx, func(tx *DB) error { return fn(tx.tx) })
+}
+
+// savepoint runs fn inside a savepoint of db's transaction.
+func (db *DB) savepoint(ctx context.Context, fn func(tx *DB) error) error {
+	name := fmt.Sprintf("switchboard_sp%d", db.depth+1)
+	if _, err := db.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("creating savepoint: %w", err)
+	}
+	inner := &DB{dialect: db.dialect, logger: db.logger, tx: db.tx, depth: db.depth + 1}
+	// A panic skips the cleanup below on purpose: it unwinds through the
+	// outermost Transact, which rolls back the whole transaction.
+	if err := fn(inner); err != nil {
+		// Undo fn's work even when ctx is what failed it.
+		uctx := context.WithoutCancel(ctx)
+		if _, rbErr := db.tx.ExecContext(uctx, "ROLLBACK TO SAVEPOINT "+name); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("rolling back to savepoint: %w", rbErr))
+		}
+		if _, relErr := db.tx.ExecContext(uctx, "RELEASE SAVEPOINT "+name); relErr != nil {
+			return errors.Join(err, fmt.Errorf("releasing savepoint: %w", relErr))
+		}
+		return err
+	}
+	if _, err := db.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("releasing savepoint: %w", err)
+	}
+	return nil
+}
+
+// now is the timestamp the store assigns: UTC and without a monotonic
+// reading, so a value filled in by the store compares equal to the same
+// value read back.
+func now() time.Time { return time.Now().UTC() }
+
+// toNanos and fromNanos convert between time.Time and the stored INTEGER
+// unix nanoseconds, which sort correctly and survive both dialects unchanged.
+func toNanos(t time.Time) int64 { return t.UnixNano() }
+
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// normalize returns t as it will read back from the store, or now() when t is
+// zero.
+func normalize(t time.Time) time.Time {
+	if t.IsZero() {
+		return now()
+	}
+	return fromNanos(toNanos(t))
+}
+
+// jsonArg is the bind value of a JSON document: TEXT (not BLOB, which is how
+// a []byte would bind), or NULL when empty.
+func jsonArg(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
