@@ -1,0 +1,370 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/config"
+)
+
+// Manager owns the supervisors of all upstream servers. It is safe for
+// concurrent use. Lifecycle methods (Connect, Disconnect, Remove, Close) may
+// block for as long as a server takes to start or stop; the read methods
+// (Status, Session, Discovery, ...) never wait for them.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+	ctx  context.Context // parent of every supervisor; never cancelled itself
+
+	ownHTTP bool // opts.HTTPClient is ours to clean up
+
+	mu      sync.RWMutex
+	servers map[string]*supervisor
+	closed  bool
+	wg      sync.WaitGroup // one per supervisor goroutine
+}
+
+// NewManager returns a Manager with no servers. A nil opts means defaults.
+func NewManager(opts *Options) *Manager {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.BaseEnv == nil {
+		o.BaseEnv = defaultBaseEnv
+	}
+	o.BaseEnv = slices.Clone(o.BaseEnv)
+	if o.Implementation == nil {
+		o.Implementation = &mcp.Implementation{Name: "switchboard", Version: "dev"}
+	}
+	ownHTTP := o.HTTPClient == nil
+	if ownHTTP {
+		o.HTTPClient = defaultHTTPClient()
+	}
+	return &Manager{
+		opts:    o,
+		ownHTTP: ownHTTP,
+		log:     o.Logger,
+		ctx:     context.Background(),
+		servers: make(map[string]*supervisor),
+	}
+}
+
+// Add registers a server in state DISCONNECTED (does not connect). ErrExists on duplicate name.
+// The Manager keeps its own copy of srv.
+func (m *Manager) Add(srv *config.Server) error {
+	if srv == nil || srv.Name == "" {
+		return errors.New("adding upstream: server has no name")
+	}
+	cfg := srv.Clone()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("adding upstream %q: %w", cfg.Name, ErrClosed)
+	}
+	if _, ok := m.servers[cfg.Name]; ok {
+		return fmt.Errorf("adding upstream %q: %w", cfg.Name, ErrExists)
+	}
+	s := newSupervisor(m.ctx, cfg, &m.opts, m.log)
+	m.servers[cfg.Name] = s
+	m.wg.Go(s.run)
+	return nil
+}
+
+func (m *Manager) get(name string) (*supervisor, error) {
+	m.mu.RLock()
+	s := m.servers[name]
+	m.mu.RUnlock()
+	if s == nil {
+		return nil, fmt.Errorf("upstream %q: %w", name, ErrNotFound)
+	}
+	return s, nil
+}
+
+// Connect starts/connects the server and discovers it; it blocks until CONNECTED or ERROR (or ctx done)
+// and returns the failure. Connecting an already CONNECTED server is a no-op.
+//
+// A failure is an *UnavailableError in state ERROR. When ctx ends first, the
+// attempt carries on in the background (bounded by Options.ConnectTimeout)
+// and Connect returns ctx's error.
+func (m *Manager) Connect(ctx context.Context, name string) error {
+	s, err := m.get(name)
+	if err != nil {
+		return err
+	}
+	if s.snapshot().State.serving() {
+		return nil
+	}
+	switch err := s.request(ctx, cmdConnect); {
+	case errors.Is(err, errGone):
+		return fmt.Errorf("upstream %q: %w", name, ErrNotFound)
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("connecting upstream %q: %w", name, err)
+	default:
+		return err
+	}
+}
+
+// Disconnect closes the session (stdio: stops the process) → DISCONNECTED. Idempotent.
+// It also aborts a connect in progress. When ctx ends first, the stop carries
+// on in the background and Disconnect returns ctx's error.
+func (m *Manager) Disconnect(ctx context.Context, name string) error {
+	s, err := m.get(name)
+	if err != nil {
+		return err
+	}
+	switch err := s.request(ctx, cmdDisconnect); {
+	case errors.Is(err, errGone):
+		return nil // removed meanwhile: disconnected all the same
+	case err != nil:
+		return fmt.Errorf("disconnecting upstream %q: %w", name, err)
+	}
+	return nil
+}
+
+// Remove disconnects and forgets the server. ErrNotFound if unknown.
+// The name is free for Add as soon as Remove is called; Remove waits for the
+// old server to stop unless ctx ends first.
+func (m *Manager) Remove(ctx context.Context, name string) error {
+	m.mu.Lock()
+	s := m.servers[name]
+	delete(m.servers, name)
+	m.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("upstream %q: %w", name, ErrNotFound)
+	}
+	s.cancel()
+	select {
+	case <-s.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("removing upstream %q: %w", name, ctx.Err())
+	}
+}
+
+// Close disconnects every server and waits for all goroutines and child processes. Idempotent.
+// If ctx ends first, Close returns its error while the servers finish stopping.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closed = true
+	all := slices.Collect(maps.Values(m.servers))
+	clear(m.servers)
+	m.mu.Unlock()
+	for _, s := range all {
+		s.cancel()
+	}
+	done := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		if m.ownHTTP {
+			m.opts.HTTPClient.CloseIdleConnections() // their goroutines would outlive us
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("closing upstreams: %w", ctx.Err())
+	}
+}
+
+// Status returns the current status of one server.
+func (m *Manager) Status(name string) (Status, error) {
+	s, err := m.get(name)
+	if err != nil {
+		return Status{}, err
+	}
+	return s.snapshot(), nil
+}
+
+// Statuses returns the status of every server, sorted by name.
+func (m *Manager) Statuses() []Status {
+	m.mu.RLock()
+	all := slices.Collect(maps.Values(m.servers))
+	m.mu.RUnlock()
+	out := make([]Status, 0, len(all))
+	for _, s := range all {
+		out = append(out, s.snapshot())
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Config returns a copy of the configuration a server was added with.
+func (m *Manager) Config(name string) (*config.Server, error) {
+	s, err := m.get(name)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Clone(), nil
+}
+
+// Discovery returns what the server offered at its last (re-)discovery. It is
+// kept after the session ends; it is empty before the first connect.
+func (m *Manager) Discovery(name string) (Discovery, error) {
+	s, err := m.get(name)
+	if err != nil {
+		return Discovery{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.disc, nil
+}
+
+// Stderr returns the last lines (at most 200) a stdio server wrote to stderr,
+// oldest first, across restarts. It is nil for an unknown server.
+func (m *Manager) Stderr(name string) []string {
+	s, err := m.get(name)
+	if err != nil {
+		return nil
+	}
+	return s.stderr.snapshot()
+}
+
+// Session returns the live session, or *UnavailableError when the server is not CONNECTED/DEGRADED.
+// Calls made directly on it are not aborted by Disconnect; prefer CallTool and friends.
+func (m *Manager) Session(name string) (*mcp.ClientSession, error) {
+	s, err := m.get(name)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := s.serving()
+	if err != nil {
+		return nil, err
+	}
+	return sess.cs, nil
+}
+
+// CallTool calls a tool by its ORIGINAL name on the server. Arguments are passed through untouched
+// (params.Arguments may be a json.RawMessage). A transport failure that ends the session moves the
+// server to ERROR, and the call returns an *UnavailableError.
+//
+// A tool's own failure is a result with IsError, not an error.
+func (m *Manager) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	var p mcp.CallToolParams
+	if params != nil {
+		p = *params
+	}
+	p.Meta = maps.Clone(p.Meta) // the SDK adds protocol keys to Meta; keep the caller's map intact
+	return relay(ctx, m, server, func() string { return fmt.Sprintf("calling tool %q", p.Name) },
+		func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
+			return cs.CallTool(ctx, &p)
+		})
+}
+
+// ReadResource reads a resource by its original URI on the server; failures are as for CallTool.
+func (m *Manager) ReadResource(ctx context.Context, server string, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	var p mcp.ReadResourceParams
+	if params != nil {
+		p = *params
+	}
+	p.Meta = maps.Clone(p.Meta)
+	return relay(ctx, m, server, func() string { return fmt.Sprintf("reading resource %q", p.URI) },
+		func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+			return cs.ReadResource(ctx, &p)
+		})
+}
+
+// GetPrompt gets a prompt by its original name on the server; failures are as for CallTool.
+func (m *Manager) GetPrompt(ctx context.Context, server string, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	var p mcp.GetPromptParams
+	if params != nil {
+		p = *params
+	}
+	p.Meta = maps.Clone(p.Meta)
+	return relay(ctx, m, server, func() string { return fmt.Sprintf("getting prompt %q", p.Name) },
+		func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+			return cs.GetPrompt(ctx, &p)
+		})
+}
+
+// relay runs one call on the server's serving session. The call is aborted
+// if the session is torn down meanwhile, and a call that failed because the
+// session ended reports the server's new state.
+func relay[R any](ctx context.Context, m *Manager, server string, op func() string, call func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
+	var zero R
+	s, err := m.get(server)
+	if err != nil {
+		return zero, err
+	}
+	sess, err := s.serving()
+	if err != nil {
+		return zero, err
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(sess.ctx, cancel)
+	defer stop()
+
+	res, err := call(callCtx, sess.cs)
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() == nil && s.lost(ctx, sess, err) {
+		st := s.snapshot()
+		return zero, &UnavailableError{Server: server, State: st.State, Reason: st.LastError, cause: err}
+	}
+	return zero, &relayError{msg: fmt.Sprintf("%s on server %q: %s", op(), server, sess.redact.Error(err)), err: err}
+}
+
+// lost reports whether err means the session is gone, waiting until the
+// supervisor has recorded that in Status (so the caller reports the right
+// state), or until ctx ends.
+func (s *supervisor) lost(ctx context.Context, sess *session, err error) bool {
+	if sess.ctx.Err() == nil {
+		if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return false
+		}
+		// The connection broke under the call; the SDK winds the session
+		// down (stdio: reaps the process) before the supervisor hears of it.
+		t := time.NewTimer(s.opts.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-sess.ended:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case <-sess.settled:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// relayError is an upstream call's failure with its text redacted; the
+// original stays reachable for errors.Is and errors.As (e.g. *jsonrpc.Error).
+type relayError struct {
+	msg string
+	err error
+}
+
+func (e *relayError) Error() string { return e.msg }
+func (e *relayError) Unwrap() error { return e.err }
