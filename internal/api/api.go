@@ -1,0 +1,170 @@
+// Package api is the REST admin API of the gateway (JSON over HTTP). Every
+// route is listed in routes.go; errors take one shape, mapped in errors.go.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
+)
+
+// Server is the API's view of one upstream server.
+type Server struct {
+	ID               string              `json:"id"`
+	Name             string              `json:"name"`
+	Description      string              `json:"description,omitempty"`
+	Status           string              `json:"status"`
+	TransportType    string              `json:"transport_type"` // STDIO | SSE | HTTP
+	ToolCount        int                 `json:"tool_count"`
+	ErrorMessage     string              `json:"error_message"`
+	Source           string              `json:"source"` // "config" or "api"
+	AutoConnect      bool                `json:"auto_connect"`
+	HealthCheckURL   string              `json:"health_check_url,omitempty"`
+	Prefix           *string             `json:"prefix,omitempty"`
+	DefaultAccess    string              `json:"default_access,omitempty"`
+	ConnectionConfig map[string]any      `json:"connection_config"` // secrets masked
+	RegisteredAt     time.Time           `json:"registered_at"`
+	StatusSince      *time.Time          `json:"status_since,omitempty"`
+	ConnectedAt      *time.Time          `json:"connected_at,omitempty"`
+	PID              int                 `json:"pid,omitempty"`
+	ServerInfo       *mcp.Implementation `json:"server_info,omitempty"`
+	ProtocolVersion  string              `json:"protocol_version,omitempty"`
+	RejectedTools    []RejectedTool      `json:"rejected_tools,omitempty"`
+}
+
+// RejectedTool is a tool the catalog refused, and why.
+type RejectedTool struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// ConnectionEvent is one status transition of a server.
+type ConnectionEvent struct {
+	From  string    `json:"from_status"`
+	To    string    `json:"to_status"`
+	Error string    `json:"error,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// Servers manages upstream servers for the API. The app's registry
+// implements it; it persists, supervises and catalogs them.
+type Servers interface {
+	List(ctx context.Context) ([]Server, error)
+	Get(ctx context.Context, idOrName string) (Server, error)
+	// Register adds a server defined at runtime; it connects in the
+	// background when autoConnect is set.
+	Register(ctx context.Context, def *config.Server, autoConnect bool) (Server, error)
+	Remove(ctx context.Context, idOrName string) error
+	// Connect starts connecting; with wait it returns once connected or
+	// failed.
+	Connect(ctx context.Context, idOrName string, wait bool) (Server, error)
+	Disconnect(ctx context.Context, idOrName string) (Server, error)
+	History(ctx context.Context, idOrName string, limit int) ([]ConnectionEvent, error)
+}
+
+// Caller runs tool calls. *invoke.Pipeline implements it.
+type Caller interface {
+	CallTool(ctx context.Context, c invoke.Call) (*invoke.Result, error)
+}
+
+// Options configure the API handler.
+type Options struct {
+	Logger *slog.Logger
+	// Ready reports whether startup has finished (GET /readyz).
+	Ready func() bool
+	// MaxBodyBytes bounds request bodies; default 4 MiB.
+	MaxBodyBytes int64
+}
+
+type handler struct {
+	servers Servers
+	cat     *catalog.Catalog
+	caller  Caller
+	logger  *slog.Logger
+	ready   func() bool
+	maxBody int64
+}
+
+// New returns the REST API as an http.Handler (routes in routes.go).
+func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) http.Handler {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Ready == nil {
+		o.Ready = func() bool { return true }
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes}
+	return h.routes()
+}
+
+// apiFunc is an http.Handler that may fail; failures are written by
+// writeError in the one error shape.
+type apiFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (h *handler) wrap(fn apiFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
+			h.writeError(w, r, err)
+		}
+	})
+}
+
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := toError(err)
+	if e.Status >= 500 {
+		h.logger.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
+	}
+	writeJSON(w, e.Status, map[string]any{"error": e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client went away; nothing left to tell it
+}
+
+// decode reads a JSON body strictly: unknown fields are errors, so typos
+// in a request do not silently do nothing.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBadRequest,
+				Message: "request body exceeds " + itoa(mbe.Limit) + " bytes"}
+		}
+		if errors.Is(err, io.EOF) {
+			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "request body is empty"}
+		}
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "invalid JSON body: " + err.Error()}
+	}
+	if dec.More() {
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "invalid JSON body: trailing data"}
+	}
+	return nil
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,155 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/switchboard-mcp/switchboard/internal/config"
+)
+
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) error {
+	if !h.ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting"})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+func (h *handler) listServers(w http.ResponseWriter, r *http.Request) error {
+	servers, err := h.servers.List(r.Context())
+	if err != nil {
+		return err
+	}
+	if servers == nil {
+		servers = []Server{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": servers})
+	return nil
+}
+
+func (h *handler) getServer(w http.ResponseWriter, r *http.Request) error {
+	s, err := h.servers.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}
+
+// registerRequest is the body of POST /api/v1/aggregator/servers (AG-US1).
+type registerRequest struct {
+	Name             string           `json:"name"`
+	Description      string           `json:"description"`
+	TransportType    string           `json:"transport_type"`
+	ConnectionConfig connectionConfig `json:"connection_config"`
+	AutoConnect      *bool            `json:"auto_connect"`
+	HealthCheckURL   string           `json:"health_check_url"`
+	Prefix           *string          `json:"prefix"`
+	DefaultAccess    string           `json:"default_access"`
+}
+
+type connectionConfig struct {
+	Command           string            `json:"command"`
+	Args              []string          `json:"args"`
+	Env               map[string]string `json:"env"`
+	EnvPassthrough    []string          `json:"env_passthrough"`
+	Cwd               string            `json:"cwd"`
+	URL               string            `json:"url"`
+	Headers           map[string]string `json:"headers"`
+	HeadersFromEnv    map[string]string `json:"headers_from_env"`
+	BearerTokenEnvVar string            `json:"bearer_token_env_var"`
+}
+
+func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
+	var req registerRequest
+	if err := h.decode(w, r, &req); err != nil {
+		return err
+	}
+	def := &config.Server{
+		Name:              req.Name,
+		Transport:         strings.ToLower(req.TransportType),
+		Description:       req.Description,
+		Prefix:            req.Prefix,
+		Command:           req.ConnectionConfig.Command,
+		Args:              req.ConnectionConfig.Args,
+		Env:               req.ConnectionConfig.Env,
+		EnvPassthrough:    req.ConnectionConfig.EnvPassthrough,
+		Cwd:               req.ConnectionConfig.Cwd,
+		URL:               req.ConnectionConfig.URL,
+		Headers:           req.ConnectionConfig.Headers,
+		HeadersFromEnv:    req.ConnectionConfig.HeadersFromEnv,
+		BearerTokenEnvVar: req.ConnectionConfig.BearerTokenEnvVar,
+		HealthCheckURL:    req.HealthCheckURL,
+		DefaultAccess:     req.DefaultAccess,
+	}
+	autoConnect := req.AutoConnect == nil || *req.AutoConnect
+	def.AutoStart = &autoConnect
+	s, err := h.servers.Register(r.Context(), def, autoConnect)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, s)
+	return nil
+}
+
+func (h *handler) removeServer(w http.ResponseWriter, r *http.Request) error {
+	if err := h.servers.Remove(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// connectServer starts a connection (AG-US6). By default it answers at once
+// with CONNECTING; ?wait=true waits for the outcome, which scripts prefer.
+func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
+	wait, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
+	s, err := h.servers.Connect(r.Context(), r.PathValue("id"), wait)
+	if err != nil {
+		return err
+	}
+	status := http.StatusAccepted
+	msg := "Connection initiated"
+	if wait {
+		status = http.StatusOK
+		msg = "Connection finished"
+	}
+	writeJSON(w, status, map[string]any{"status": s.Status, "message": msg, "server": s})
+	return nil
+}
+
+func (h *handler) disconnectServer(w http.ResponseWriter, r *http.Request) error {
+	s, err := h.servers.Disconnect(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": s.Status, "server": s})
+	return nil
+}
+
+func (h *handler) serverHistory(w http.ResponseWriter, r *http.Request) error {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 10000 {
+			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "limit must be an integer in 1..10000"}
+		}
+		limit = n
+	}
+	events, err := h.servers.History(r.Context(), r.PathValue("id"), limit)
+	if err != nil {
+		return err
+	}
+	if events == nil {
+		events = []ConnectionEvent{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"history": events})
+	return nil
+}

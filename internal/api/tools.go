@@ -1,0 +1,191 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
+)
+
+// Tool is the API's view of one catalog tool.
+type Tool struct {
+	Name         string               `json:"name"`
+	OriginalName string               `json:"original_name"`
+	Title        string               `json:"title,omitempty"`
+	Description  string               `json:"description,omitempty"`
+	ServerID     string               `json:"server_id"`
+	ServerName   string               `json:"server_name"`
+	ServerStatus string               `json:"server_status"`
+	Available    bool                 `json:"available"`
+	IsExternal   bool                 `json:"is_external"`
+	InputSchema  any                  `json:"input_schema,omitempty"`
+	OutputSchema any                  `json:"output_schema,omitempty"`
+	Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
+}
+
+// ServerGroup is one server's slice of the tool listing (AG-US7 AC5).
+type ServerGroup struct {
+	ServerID   string         `json:"server_id"`
+	ServerName string         `json:"server_name"`
+	Status     string         `json:"status"`
+	ToolCount  int            `json:"tool_count"`
+	Tools      []string       `json:"tools"`
+	Rejected   []RejectedTool `json:"rejected_tools,omitempty"`
+}
+
+func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
+	servers, err := h.servers.List(r.Context())
+	if err != nil {
+		return err
+	}
+	filter := r.URL.Query().Get("server_id")
+	byName := map[string]Server{}
+	for _, s := range servers {
+		byName[s.Name] = s
+	}
+	if filter != "" {
+		s, err := h.servers.Get(r.Context(), filter)
+		if err != nil {
+			return err
+		}
+		byName = map[string]Server{s.Name: s}
+	}
+	snap := h.cat.Snapshot()
+	tools := []Tool{}
+	groups := []ServerGroup{}
+	for _, name := range snap.Servers() {
+		s, ok := byName[name]
+		if !ok {
+			continue
+		}
+		g := ServerGroup{ServerID: s.ID, ServerName: s.Name, Status: s.Status, Tools: []string{}}
+		for _, t := range snap.ServerTools(name) {
+			tools = append(tools, toolView(t, s))
+			g.Tools = append(g.Tools, t.Name)
+		}
+		for _, rj := range snap.Rejected(name) {
+			g.Rejected = append(g.Rejected, RejectedTool{Name: rj.OriginalName, Reason: rj.Reason})
+		}
+		g.ToolCount = len(g.Tools)
+		groups = append(groups, g)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tools": tools, "servers": groups, "total": len(tools)})
+	return nil
+}
+
+func (h *handler) getTool(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	t, ok := h.cat.Snapshot().Tool(name)
+	if !ok {
+		return &Error{Status: http.StatusNotFound, Code: string(invoke.CodeToolNotFound), Message: "unknown tool " + quote(name)}
+	}
+	s, err := h.servers.Get(r.Context(), t.Server)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toolView(t, s))
+	return nil
+}
+
+func toolView(t catalog.Tool, s Server) Tool {
+	v := Tool{
+		Name:         t.Name,
+		OriginalName: t.OriginalName,
+		ServerID:     s.ID,
+		ServerName:   s.Name,
+		ServerStatus: s.Status,
+		Available:    t.Available,
+		IsExternal:   true,
+	}
+	if d := t.Def; d != nil {
+		v.Title = d.Title
+		v.Description = d.Description
+		v.InputSchema = d.InputSchema
+		v.OutputSchema = d.OutputSchema
+		v.Annotations = d.Annotations
+	}
+	return v
+}
+
+// callRequest is the body of POST /api/v1/tools/call (AG-US4).
+type callRequest struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	ServerID  string          `json:"server_id"`
+	Meta      mcp.Meta        `json:"_meta"`
+}
+
+// callResponse is the upstream's result, unchanged, plus routing metadata.
+type callResponse struct {
+	Content           []mcp.Content `json:"content"`
+	StructuredContent any           `json:"structuredContent,omitempty"`
+	IsError           bool          `json:"isError"`
+	Meta              mcp.Meta      `json:"_meta,omitempty"`
+	Metadata          callMetadata  `json:"metadata"`
+}
+
+type callMetadata struct {
+	RoutedTo        string  `json:"routed_to"`
+	Tool            string  `json:"tool"`
+	OriginalName    string  `json:"original_name"`
+	RoutingTimeMS   float64 `json:"routing_time_ms"`
+	ExecutionTimeMS float64 `json:"execution_time_ms"`
+}
+
+func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
+	var req callRequest
+	if err := h.decode(w, r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name is required"}
+	}
+	if len(req.Arguments) > 0 && !strings.HasPrefix(strings.TrimSpace(string(req.Arguments)), "{") &&
+		strings.TrimSpace(string(req.Arguments)) != "null" {
+		return &Error{Status: http.StatusBadRequest, Code: string(invoke.CodeInvalidArgument), Message: "arguments must be a JSON object"}
+	}
+	call := invoke.Call{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta}
+	if strings.TrimSpace(string(req.Arguments)) == "null" {
+		call.Arguments = nil
+	}
+	if req.ServerID != "" {
+		s, err := h.servers.Get(r.Context(), req.ServerID)
+		if err != nil {
+			return err
+		}
+		call.Server = s.Name
+	}
+	res, err := h.caller.CallTool(r.Context(), call)
+	if err != nil {
+		return err
+	}
+	content := res.Content
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	writeJSON(w, http.StatusOK, callResponse{
+		Content:           content,
+		StructuredContent: res.StructuredContent,
+		IsError:           res.IsError,
+		Meta:              res.Meta,
+		Metadata: callMetadata{
+			RoutedTo:        res.Tool.Server,
+			Tool:            res.Tool.Name,
+			OriginalName:    res.Tool.OriginalName,
+			RoutingTimeMS:   ms(res.RoutingTime.Seconds()),
+			ExecutionTimeMS: ms(res.ExecutionTime.Seconds()),
+		},
+	})
+	return nil
+}
+
+func ms(seconds float64) float64 { return float64(int64(seconds*1e6)) / 1e3 }
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
