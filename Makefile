@@ -1,0 +1,16 @@
+# The test command of the README. It installs the pinned npm MCP servers the
+# integration tests start as upstreams (testdata/npm), then vets and tests.
+.PHONY: test build npm bench
+
+test: npm
+	go vet ./...
+	SWITCHBOARD_REQUIRE_NPM=1 go test -race -timeout 20m ./...
+
+npm:
+	cd testdata/npm && npm ci --no-audit --no-fund --loglevel=error
+
+build:
+	go build -o switchboard ./cmd/switchboard
+
+bench:
+	go run ./bench

@@ -1,0 +1,247 @@
+// Package app is the composition root: it builds every component from the
+// config and owns their lifetimes.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/front"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/upstream"
+)
+
+// Options are what the command line adds to a config.
+type Options struct {
+	Logger *slog.Logger
+	// Getenv is the gateway's environment (for ${VAR} in servers registered
+	// at runtime and for env_passthrough); default os.Getenv.
+	Getenv func(string) string
+	// Version is announced to clients and upstreams.
+	Version string
+	// SelfExecutable runs config.SelfCommand; default os.Executable().
+	SelfExecutable string
+}
+
+// App is a running gateway. Build it with [New]; [App.Start] connects the
+// upstreams; [App.Close] stops everything it started.
+type App struct {
+	cfg    *config.Config
+	logger *slog.Logger
+	db     *store.DB
+	cat    *catalog.Catalog
+	ups    *upstream.Manager
+	pipe   *invoke.Pipeline
+	front  *front.Front
+	reg    *registry
+	cancel context.CancelFunc
+	ready  atomic.Bool
+	start  []string
+}
+
+// New opens the store and builds the components. Nothing connects until
+// Start.
+func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	s := cfg.Settings
+	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", s.Store, err)
+	}
+	// Background work of the gateway (connects started by the API) lives
+	// as long as the App, not as long as the request that started it.
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel}
+	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
+	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
+	a.ups = upstream.NewManager(&upstream.Options{
+		Logger:          o.Logger,
+		OnTransition:    a.reg.onTransition,
+		OnDiscovery:     a.reg.onDiscovery,
+		ConnectTimeout:  s.ConnectTimeout,
+		ShutdownTimeout: s.ShutdownTimeout,
+		SelfExecutable:  o.SelfExecutable,
+		Getenv:          o.Getenv,
+		Implementation:  &mcp.Implementation{Name: "switchboard", Version: o.Version},
+	})
+	a.reg.ups = a.ups
+	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
+		Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
+		Logger:  o.Logger,
+	})
+	a.front = front.New(a.cat, a.pipe, &front.Options{
+		Logger:         o.Logger,
+		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},
+		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
+			"namespaced by server: <server>" + s.ToolNameSeparator + "<name>.",
+	})
+	start, err := a.reg.load(ctx, cfg)
+	if err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	a.start = start
+	return a, nil
+}
+
+// Start connects every server marked for auto start, concurrently. It
+// returns at once; the gateway reports ready (GET /readyz) once every
+// attempt has finished, successful or not.
+func (a *App) Start() {
+	a.reg.wg.Go(func() {
+		a.reg.connectAll(a.reg.ctx, a.start)
+		a.ready.Store(true)
+		a.logger.Info("ready", "servers", len(a.start))
+	})
+}
+
+// StartAndWait is Start, returning once every auto-start attempt finished.
+func (a *App) StartAndWait() {
+	a.reg.connectAll(a.reg.ctx, a.start)
+	a.ready.Store(true)
+}
+
+// Ready reports whether startup has finished.
+func (a *App) Ready() bool { return a.ready.Load() }
+
+// Handler serves the MCP front (/mcp, /sse) and the REST API.
+func (a *App) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", a.front.StreamableHandler())
+	mux.Handle("/sse", a.front.SSEHandler())
+	mux.Handle("/", api.New(a.reg, a.cat, a.pipe, &api.Options{Logger: a.logger, Ready: a.Ready}))
+	return mux
+}
+
+// Catalog exposes the catalog (tests, benchmarks).
+func (a *App) Catalog() *catalog.Catalog { return a.cat }
+
+// Upstreams exposes the upstream manager (tests).
+func (a *App) Upstreams() *upstream.Manager { return a.ups }
+
+// Serve serves HTTP on ln until ctx is done, then shuts down gracefully.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           a.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: SSE and streamable GET streams are long-lived.
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	return g.Wait()
+}
+
+// RunStdio serves one MCP client over stdin/stdout until ctx is done or the
+// client disconnects.
+func (a *App) RunStdio(ctx context.Context) error {
+	return a.front.RunStdio(ctx)
+}
+
+// Close stops the upstreams (and their processes), then the store.
+// Idempotent.
+func (a *App) Close(ctx context.Context) {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.front != nil {
+		a.front.Close()
+	}
+	if a.ups != nil {
+		if err := a.ups.Close(context.WithoutCancel(ctx)); err != nil {
+			a.logger.Warn("closing upstreams", "error", err)
+		}
+	}
+	if a.reg != nil {
+		a.reg.close()
+	}
+	if a.db != nil {
+		if err := a.db.Close(); err != nil {
+			a.logger.Warn("closing store", "error", err)
+		}
+		a.db = nil
+	}
+}
+
+// Run is `switchboard serve`: build, listen on the configured address,
+// start, serve until ctx is done, then stop everything.
+func Run(ctx context.Context, cfg *config.Config, opts *Options) error {
+	a, err := New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer a.Close(ctx)
+	ln, err := net.Listen("tcp", cfg.Settings.Listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Settings.Listen, err)
+	}
+	a.logger.Info("switchboard listening", "addr", ln.Addr().String(),
+		"mcp", "http://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", cfg.Settings.Store)
+	a.Start()
+	return a.Serve(ctx, ln)
+}
+
+// RunStdio is `switchboard stdio`: the gateway serving one client over
+// stdin/stdout, with its upstreams started before the client is served so
+// its first tools/list is complete.
+func RunStdio(ctx context.Context, cfg *config.Config, opts *Options) error {
+	a, err := New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer a.Close(ctx)
+	a.StartAndWait()
+	err = a.RunStdio(ctx)
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "EOF")) {
+		return nil
+	}
+	return err
+}
+
+func configName(cfg *config.Config) string {
+	if cfg.File == "" {
+		return "(built-in default)"
+	}
+	return cfg.File
+}

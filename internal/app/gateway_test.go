@@ -1,0 +1,236 @@
+package app_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestDemoThroughFront lists and calls the demo server's tools through /mcp
+// and /sse with a go-sdk client.
+func TestDemoThroughFront(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("demo"), nil)
+	for _, path := range []string{"/mcp", "/sse"} {
+		t.Run(path, func(t *testing.T) {
+			cs := g.connect(t, path)
+			tools := toolNames(t, cs)
+			for _, want := range []string{"demo.echo", "demo.add", "demo.now", "demo.sleep", "demo.fail"} {
+				if tools[want] == nil {
+					t.Errorf("tools/list lacks %s; got %v", want, keys(tools))
+				}
+			}
+			text, res := callText(t, cs, "demo.echo", map[string]any{"text": "héllo wörld"})
+			if text != "héllo wörld" || res.IsError {
+				t.Errorf("demo.echo = %q (isError %v), want the text unchanged", text, res.IsError)
+			}
+			// The other separator form is accepted too.
+			if text, _ := callText(t, cs, "demo__echo", map[string]any{"text": "x"}); text != "x" {
+				t.Errorf("demo__echo = %q", text)
+			}
+			// A tool error stays a tool error (isError), unchanged.
+			text, res = callText(t, cs, "demo.fail", map[string]any{"mode": "tool", "message": "boom"})
+			if !res.IsError || !strings.Contains(text, "boom") {
+				t.Errorf("demo.fail tool = %q isError=%v", text, res.IsError)
+			}
+			// A protocol error of the upstream is relayed as a protocol error.
+			_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo.fail", Arguments: map[string]any{"mode": "protocol", "message": "kaput"}})
+			if err == nil || !strings.Contains(err.Error(), "kaput") {
+				t.Errorf("demo.fail protocol: err = %v, want the upstream's protocol error", err)
+			}
+			// Unknown tool: a JSON-RPC error naming it.
+			_, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo.nope"})
+			if err == nil || !strings.Contains(err.Error(), "demo.nope") {
+				t.Errorf("unknown tool: err = %v, want an error naming demo.nope", err)
+			}
+			// Resources and prompts are aggregated with reversible names.
+			rr, err := cs.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "demo+demo://readme"})
+			if err != nil || len(rr.Contents) == 0 || rr.Contents[0].URI != "demo+demo://readme" {
+				t.Errorf("resources/read demo+demo://readme: %v %+v", err, rr)
+			}
+			pr, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "demo.greet", Arguments: map[string]string{"name": "Ada"}})
+			if err != nil || len(pr.Messages) == 0 {
+				t.Fatalf("prompts/get demo.greet: %v", err)
+			}
+			if tc, ok := pr.Messages[0].Content.(*mcp.TextContent); !ok || !strings.Contains(tc.Text, "Ada") {
+				t.Errorf("prompt text = %+v", pr.Messages[0].Content)
+			}
+		})
+	}
+}
+
+// TestKillUpstream is A4: kill -9 of a stdio upstream leaves the gateway and
+// the other upstreams serving; the dead one is ERROR with a reason, its calls
+// get 503 (REST) or an error naming it (MCP).
+func TestKillUpstream(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("alpha")+demoServer("beta"), nil)
+	cs := g.connect(t, "/mcp")
+	alpha := g.serverByName(t, "alpha")
+	pid := int(alpha["pid"].(float64))
+	if pid <= 0 {
+		t.Fatalf("alpha has no pid: %v", alpha)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "alpha to be ERROR", func() bool { return g.serverByName(t, "alpha")["status"] == "ERROR" })
+	if msg, _ := g.serverByName(t, "alpha")["error_message"].(string); msg == "" {
+		t.Errorf("alpha is ERROR without a reason")
+	}
+	if st := g.serverByName(t, "beta")["status"]; st != "CONNECTED" {
+		t.Errorf("beta status = %v, want CONNECTED", st)
+	}
+	// REST: 503 naming the server and its status.
+	code, body := g.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "alpha.echo", "arguments": map[string]any{"text": "x"}})
+	if code != 503 {
+		t.Errorf("REST call to dead server: %d %v, want 503", code, body)
+	}
+	e, _ := body["error"].(map[string]any)
+	if e["code"] != "server_unavailable" || !strings.Contains(fmt.Sprint(e["message"]), "alpha") || !strings.Contains(fmt.Sprint(e["message"]), "ERROR") {
+		t.Errorf("503 body = %v, want code server_unavailable naming alpha and ERROR", body)
+	}
+	// MCP: an error naming the server.
+	text, res := callText(t, cs, "alpha.echo", map[string]any{"text": "x"})
+	if !res.IsError || !strings.Contains(text, "alpha") || !strings.Contains(text, "ERROR") {
+		t.Errorf("MCP call to dead server = %q isError=%v, want an error naming alpha and ERROR", text, res.IsError)
+	}
+	// The other server keeps working, on both fronts.
+	if text, _ := callText(t, cs, "beta.echo", map[string]any{"text": "still here"}); text != "still here" {
+		t.Errorf("beta.echo = %q", text)
+	}
+	code, body = g.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "beta.echo", "arguments": map[string]any{"text": "ok"}})
+	if code != 200 {
+		t.Errorf("REST beta.echo: %d %v", code, body)
+	}
+	// tools/list no longer offers the dead server's tools.
+	if tools := toolNames(t, cs); tools["alpha.echo"] != nil || tools["beta.echo"] == nil {
+		t.Errorf("after the kill tools/list = %v", keys(tools))
+	}
+}
+
+// TestRESTServers covers registration, validation, conflicts, routing by
+// original name + server_id, removal and persistence across a restart.
+func TestRESTServers(t *testing.T) {
+	storePath := filepath.Join(t.TempDir(), "sb.db")
+	g := startGatewayStore(t, "servers:"+demoServer("demo"), nil, storePath)
+
+	exe := os.Args[0]
+	reg := map[string]any{
+		"name":           "extra",
+		"description":    "a second demo",
+		"transport_type": "STDIO",
+		"connection_config": map[string]any{
+			"command": exe, "args": []string{"demo-server"}, "env": map[string]string{demoEnv: "1"},
+		},
+		"auto_connect": true,
+	}
+	code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", reg)
+	if code != 201 || body["id"] == "" || body["name"] != "extra" || body["transport_type"] != "STDIO" {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	id := body["id"].(string)
+	if code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", reg); code != 409 {
+		t.Errorf("duplicate register: %d %v, want 409", code, body)
+	}
+	bad := map[string]any{"name": "bad.name", "transport_type": "HTTP", "connection_config": map[string]any{}}
+	if code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", bad); code != 422 || body["error"].(map[string]any)["code"] != "validation_failed" {
+		t.Errorf("invalid register: %d %v, want 422 validation_failed", code, body)
+	}
+	waitFor(t, "extra to connect", func() bool { return g.serverByName(t, "extra")["status"] == "CONNECTED" })
+
+	// By id and by name.
+	if code, body := g.rest(t, "GET", "/api/v1/aggregator/servers/"+id, nil); code != 200 || body["name"] != "extra" {
+		t.Errorf("GET by id: %d %v", code, body)
+	}
+	if code, _ := g.rest(t, "GET", "/api/v1/aggregator/servers/nope", nil); code != 404 {
+		t.Errorf("GET unknown server: %d, want 404", code)
+	}
+
+	// Tools grouped by server, filter by server_id.
+	code, body = g.rest(t, "GET", "/api/v1/tools?server_id="+id, nil)
+	if code != 200 {
+		t.Fatalf("GET tools: %d %v", code, body)
+	}
+	for _, tl := range body["tools"].([]any) {
+		if tl.(map[string]any)["server_name"] != "extra" {
+			t.Errorf("server_id filter leaked %v", tl)
+		}
+	}
+	code, body = g.rest(t, "GET", "/api/v1/tools/extra.echo", nil)
+	if code != 200 || body["original_name"] != "echo" || body["server_id"] != id {
+		t.Errorf("GET tool: %d %v", code, body)
+	}
+	if code, body := g.rest(t, "GET", "/api/v1/tools/extra.nope", nil); code != 404 || body["error"].(map[string]any)["code"] != "tool_not_found" {
+		t.Errorf("GET unknown tool: %d %v", code, body)
+	}
+
+	// Original name + server_id routes like the namespaced name.
+	code, body = g.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "echo", "server_id": id, "arguments": map[string]any{"text": "by id"}})
+	if code != 200 {
+		t.Fatalf("call by original name: %d %v", code, body)
+	}
+	md := body["metadata"].(map[string]any)
+	if md["routed_to"] != "extra" || md["routing_time_ms"] == nil || md["execution_time_ms"] == nil {
+		t.Errorf("metadata = %v", md)
+	}
+	if c := body["content"].([]any)[0].(map[string]any); c["text"] != "by id" {
+		t.Errorf("content = %v", c)
+	}
+	if code, _ := g.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "nope.echo"}); code != 404 {
+		t.Errorf("call unknown tool: %d, want 404", code)
+	}
+
+	// Disconnect / connect.
+	code, body = g.rest(t, "POST", "/api/v1/aggregator/servers/extra/disconnect", nil)
+	if code != 200 || body["status"] != "DISCONNECTED" {
+		t.Errorf("disconnect: %d %v", code, body)
+	}
+	if code, _ := g.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "extra.echo", "arguments": map[string]any{"text": "x"}}); code != 503 {
+		t.Errorf("call after disconnect: %d, want 503", code)
+	}
+	code, body = g.rest(t, "POST", "/api/v1/aggregator/servers/extra/connect?wait=true", nil)
+	if code != 200 || body["status"] != "CONNECTED" {
+		t.Errorf("connect: %d %v", code, body)
+	}
+	code, body = g.rest(t, "GET", "/api/v1/aggregator/servers/extra/history", nil)
+	if code != 200 || len(body["history"].([]any)) < 4 {
+		t.Errorf("history: %d %v", code, body)
+	}
+
+	// A config-file server cannot be deleted through the API.
+	if code, _ := g.rest(t, "DELETE", "/api/v1/aggregator/servers/demo", nil); code != 409 {
+		t.Errorf("DELETE config server: %d, want 409", code)
+	}
+
+	// Restart on the same store: the API-registered server is back.
+	g.http.Close()
+	g.app.Close(t.Context())
+	g2 := startGatewayStore(t, "servers:"+demoServer("demo"), nil, storePath)
+	if s := g2.serverByName(t, "extra"); s["id"] != id || s["status"] != "CONNECTED" {
+		t.Errorf("after restart extra = %v", s)
+	}
+	if code, _ := g2.rest(t, "DELETE", "/api/v1/aggregator/servers/"+id, nil); code != 204 {
+		t.Errorf("DELETE: %d", code)
+	}
+	if code, _ := g2.rest(t, "GET", "/api/v1/aggregator/servers/extra", nil); code != 404 {
+		t.Errorf("GET after DELETE: %d, want 404", code)
+	}
+	if code, _ := g2.rest(t, "GET", "/api/v1/tools/extra.echo", nil); code != 404 {
+		t.Errorf("tool after DELETE: %d, want 404", code)
+	}
+	if code, body := g2.rest(t, "GET", "/readyz", nil); code != 200 {
+		t.Errorf("readyz: %d %v", code, body)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,515 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/upstream"
+)
+
+const (
+	sourceConfig = "config"
+	sourceAPI    = "api"
+)
+
+// storedDef is how a server definition is persisted: API-registered servers
+// keep their ${VAR} references unexpanded, so the secret values stay in the
+// environment and are resolved at each start.
+type storedDef struct {
+	*config.Server
+	AutoConnect bool `json:"auto_connect"`
+}
+
+// record is one server the registry knows.
+type record struct {
+	id           string
+	source       string
+	def          *config.Server // as defined (API: unexpanded; config: expanded)
+	autoConnect  bool
+	registeredAt time.Time
+	catalogErr   error // the catalog refused the server's names (collision)
+}
+
+// registry ties the upstream supervisors, the catalog and the store
+// together: it is the API's view of servers and the upstreams' sink for
+// discoveries and transitions.
+type registry struct {
+	db     *store.DB
+	ups    *upstream.Manager
+	cat    *catalog.Catalog
+	logger *slog.Logger
+	getenv func(string) string
+
+	ctx context.Context // cancelled on close; background connects use it
+	wg  sync.WaitGroup  // background connects
+
+	mu      sync.RWMutex
+	servers map[string]*record // by name
+}
+
+func newRegistry(ctx context.Context, db *store.DB, cat *catalog.Catalog, logger *slog.Logger, getenv func(string) string) *registry {
+	return &registry{db: db, cat: cat, logger: logger, getenv: getenv, ctx: ctx, servers: map[string]*record{}}
+}
+
+// onTransition persists a status change and flips the availability of the
+// server's catalog items.
+func (r *registry) onTransition(t upstream.Transition) {
+	r.cat.SetAvailable(t.Server, t.To == upstream.StateConnected || t.To == upstream.StateDegraded)
+	rec := r.lookup(t.Server)
+	if rec == nil {
+		return
+	}
+	ev := &store.ConnectionEvent{ServerID: rec.id, ServerName: t.Server, FromStatus: string(t.From),
+		ToStatus: string(t.To), Error: t.Error, At: t.At}
+	// The transition happened whether or not we manage to record it.
+	if err := r.db.AppendConnectionEvent(context.WithoutCancel(r.ctx), ev); err != nil {
+		r.logger.Warn("recording connection history", "server", t.Server, "error", err)
+	}
+	if t.To == upstream.StateError {
+		r.logger.Warn("upstream failed", "server", t.Server, "from", t.From, "reason", t.Error)
+	} else {
+		r.logger.Info("upstream status", "server", t.Server, "from", t.From, "to", t.To)
+	}
+}
+
+// onDiscovery puts what a server offers into the catalog and the store.
+func (r *registry) onDiscovery(d upstream.Discovery) {
+	rec := r.lookup(d.Server)
+	if rec == nil {
+		return
+	}
+	st, _ := r.ups.Status(d.Server)
+	rejected, err := r.cat.Set(catalog.Entry{
+		Server:    d.Server,
+		Prefix:    rec.def.Prefix,
+		Available: st.State == upstream.StateConnected || st.State == upstream.StateDegraded,
+		Tools:     d.Tools,
+		Resources: d.Resources,
+		Templates: d.Templates,
+		Prompts:   d.Prompts,
+	})
+	r.mu.Lock()
+	rec.catalogErr = err
+	r.mu.Unlock()
+	if err != nil {
+		r.logger.Error("server not added to the catalog", "server", d.Server, "error", err)
+		return
+	}
+	for _, rj := range rejected {
+		r.logger.Warn("tool rejected", "server", d.Server, "tool", rj.OriginalName, "reason", rj.Reason)
+	}
+	r.logger.Info("discovered", "server", d.Server, "tools", len(d.Tools)-len(rejected),
+		"rejected", len(rejected), "resources", len(d.Resources), "prompts", len(d.Prompts))
+	r.persistTools(rec.id, d, rejected)
+}
+
+func (r *registry) persistTools(serverID string, d upstream.Discovery, rejected []catalog.Rejected) {
+	snap := r.cat.Snapshot()
+	why := map[string]string{}
+	for _, rj := range rejected {
+		why[rj.OriginalName] = rj.Reason
+	}
+	now := time.Now()
+	rows := make([]*store.Tool, 0, len(d.Tools))
+	for _, t := range d.Tools {
+		if t == nil {
+			continue
+		}
+		def, _ := json.Marshal(t)
+		row := &store.Tool{ServerID: serverID, OriginalName: t.Name, Description: t.Description,
+			Definition: def, IsExternal: true, Valid: true, DiscoveredAt: now}
+		if reason, bad := why[t.Name]; bad {
+			row.Valid, row.RejectReason, row.Name = false, reason, t.Name
+		} else if ct, ok := snap.ToolByOriginal(d.Server, t.Name); ok {
+			row.Name = ct.Name
+		} else {
+			row.Name = t.Name
+		}
+		rows = append(rows, row)
+	}
+	if err := r.db.ReplaceServerTools(context.WithoutCancel(r.ctx), serverID, rows); err != nil {
+		r.logger.Warn("persisting tools", "server", d.Server, "error", err)
+	}
+}
+
+func (r *registry) lookup(name string) *record {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.servers[name]
+}
+
+// find resolves an id or a name.
+func (r *registry) find(idOrName string) (*record, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if rec, ok := r.servers[idOrName]; ok {
+		return rec, nil
+	}
+	for _, rec := range r.servers {
+		if rec.id == idOrName {
+			return rec, nil
+		}
+	}
+	return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
+		Message: fmt.Sprintf("server %q not found", idOrName)}
+}
+
+// load registers the config file's servers and the API-registered servers
+// kept in the store, restoring each one's last known tools as unavailable.
+// It returns the servers to start.
+func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, error) {
+	stored, err := r.db.ListServers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing stored servers: %w", err)
+	}
+	inFile := map[string]bool{}
+	var start []string
+	for _, def := range cfg.Servers {
+		inFile[def.Name] = true
+		rec := &store.Server{Name: def.Name, Source: sourceConfig, Transport: def.Transport, Description: def.Description}
+		// Config servers are defined by the file; the store keeps a redacted
+		// copy for history and ids only.
+		rec.Config, _ = json.Marshal(storedDef{Server: def.Redacted(), AutoConnect: def.AutoStartOr(cfg.Settings.AutoStartDefault)})
+		if err := r.db.UpsertServer(ctx, rec); err != nil {
+			return nil, fmt.Errorf("storing server %q: %w", def.Name, err)
+		}
+		auto := def.AutoStartOr(cfg.Settings.AutoStartDefault)
+		if err := r.add(ctx, &record{id: rec.ID, source: sourceConfig, def: def, autoConnect: auto, registeredAt: rec.CreatedAt}, def); err != nil {
+			return nil, err
+		}
+		if auto {
+			start = append(start, def.Name)
+		}
+	}
+	for _, s := range stored {
+		switch {
+		case s.Source == sourceConfig && !inFile[s.Name]:
+			// Removed from the file since the last run.
+			if err := r.db.DeleteServer(ctx, s.ID); err != nil {
+				r.logger.Warn("forgetting server removed from config", "server", s.Name, "error", err)
+			}
+			continue
+		case s.Source == sourceConfig:
+			continue
+		case inFile[s.Name]:
+			r.logger.Warn("server defined both in the config file and through the API; the file wins", "server", s.Name)
+			continue
+		}
+		var sd storedDef
+		if err := json.Unmarshal(s.Config, &sd); err != nil || sd.Server == nil {
+			r.logger.Error("stored server definition unreadable; skipping", "server", s.Name, "error", err)
+			continue
+		}
+		sd.Server.Name = s.Name
+		expanded, err := r.expand(sd.Server)
+		if err != nil {
+			r.logger.Error("stored server cannot start", "server", s.Name, "error", err)
+			expanded = sd.Server.Redacted()
+		}
+		if err := r.add(ctx, &record{id: s.ID, source: sourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}, expanded); err != nil {
+			return nil, err
+		}
+		if sd.AutoConnect {
+			start = append(start, s.Name)
+		}
+	}
+	return start, nil
+}
+
+// add registers rec with the upstream manager and restores its last known
+// tools (unavailable until it connects).
+func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server) error {
+	if err := r.ups.Add(expanded); err != nil {
+		return fmt.Errorf("adding upstream %q: %w", rec.def.Name, err)
+	}
+	r.mu.Lock()
+	r.servers[rec.def.Name] = rec
+	r.mu.Unlock()
+	rows, err := r.db.ListTools(ctx, rec.id)
+	if err != nil {
+		r.logger.Warn("loading last known tools", "server", rec.def.Name, "error", err)
+		return nil
+	}
+	var tools []*mcp.Tool
+	for _, row := range rows {
+		if !row.Valid {
+			continue
+		}
+		var t mcp.Tool
+		if json.Unmarshal(row.Definition, &t) == nil {
+			tools = append(tools, &t)
+		}
+	}
+	if len(tools) > 0 {
+		if _, err := r.cat.Set(catalog.Entry{Server: rec.def.Name, Prefix: rec.def.Prefix, Tools: tools}); err != nil {
+			r.logger.Warn("restoring last known tools", "server", rec.def.Name, "error", err)
+		}
+	}
+	return nil
+}
+
+// expand resolves ${VAR} references of a copy of def.
+func (r *registry) expand(def *config.Server) (*config.Server, error) {
+	b, err := json.Marshal(def)
+	if err != nil {
+		return nil, err
+	}
+	var cp config.Server
+	if err := json.Unmarshal(b, &cp); err != nil {
+		return nil, err
+	}
+	cp.Name = def.Name
+	if err := cp.Expand(r.getenv); err != nil {
+		return nil, err
+	}
+	return &cp, nil
+}
+
+// connectAll connects the named servers concurrently and returns when every
+// attempt has finished, successful or not.
+func (r *registry) connectAll(ctx context.Context, names []string) {
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Go(func() {
+			if err := r.ups.Connect(ctx, n); err != nil {
+				r.logger.Warn("auto-start failed", "server", n, "error", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// connectInBackground starts a connect owned by the registry (waited for in
+// close).
+func (r *registry) connectInBackground(name string) {
+	r.wg.Go(func() {
+		if err := r.ups.Connect(r.ctx, name); err != nil {
+			r.logger.Warn("connect failed", "server", name, "error", err)
+		}
+	})
+}
+
+func (r *registry) close() { r.wg.Wait() }
+
+// --- api.Servers ---
+
+func (r *registry) List(ctx context.Context) ([]api.Server, error) {
+	r.mu.RLock()
+	recs := make([]*record, 0, len(r.servers))
+	for _, rec := range r.servers {
+		recs = append(recs, rec)
+	}
+	r.mu.RUnlock()
+	sort.Slice(recs, func(i, j int) bool { return recs[i].def.Name < recs[j].def.Name })
+	snap := r.cat.Snapshot()
+	out := make([]api.Server, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, r.view(rec, snap))
+	}
+	return out, nil
+}
+
+func (r *registry) Get(ctx context.Context, idOrName string) (api.Server, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, err
+	}
+	return r.view(rec, r.cat.Snapshot()), nil
+}
+
+func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect bool) (api.Server, error) {
+	if err := config.ValidateServer(def); err != nil {
+		return api.Server{}, err
+	}
+	if r.lookup(def.Name) != nil {
+		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q already exists", def.Name)}
+	}
+	expanded, err := r.expand(def)
+	if err != nil {
+		return api.Server{}, err
+	}
+	row := &store.Server{Name: def.Name, Source: sourceAPI, Transport: def.Transport, Description: def.Description}
+	row.Config, err = json.Marshal(storedDef{Server: def, AutoConnect: autoConnect})
+	if err != nil {
+		return api.Server{}, err
+	}
+	if err := r.db.CreateServer(ctx, row); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+				Message: fmt.Sprintf("server %q already exists", def.Name)}
+		}
+		return api.Server{}, err
+	}
+	rec := &record{id: row.ID, source: sourceAPI, def: def, autoConnect: autoConnect, registeredAt: row.CreatedAt}
+	if err := r.add(ctx, rec, expanded); err != nil {
+		_ = r.db.DeleteServer(context.WithoutCancel(ctx), row.ID) // undo; the add error is what matters
+		return api.Server{}, err
+	}
+	v := r.view(rec, r.cat.Snapshot())
+	if autoConnect {
+		r.connectInBackground(def.Name)
+		v.Status = string(upstream.StateConnecting)
+	}
+	return v, nil
+}
+
+func (r *registry) Remove(ctx context.Context, idOrName string) error {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return err
+	}
+	if rec.source == sourceConfig {
+		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q is defined in the config file; remove it there", rec.def.Name)}
+	}
+	if err := r.ups.Remove(ctx, rec.def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
+		return err
+	}
+	r.cat.Remove(rec.def.Name)
+	r.mu.Lock()
+	delete(r.servers, rec.def.Name)
+	r.mu.Unlock()
+	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api.Server, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, err
+	}
+	if !wait {
+		r.connectInBackground(rec.def.Name)
+		v := r.view(rec, r.cat.Snapshot())
+		if v.Status != string(upstream.StateConnected) {
+			v.Status = string(upstream.StateConnecting)
+		}
+		return v, nil
+	}
+	// The outcome (CONNECTED or ERROR with its reason) is in the view.
+	_ = r.ups.Connect(ctx, rec.def.Name)
+	return r.view(rec, r.cat.Snapshot()), nil
+}
+
+func (r *registry) Disconnect(ctx context.Context, idOrName string) (api.Server, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, err
+	}
+	if err := r.ups.Disconnect(ctx, rec.def.Name); err != nil {
+		return api.Server{}, err
+	}
+	return r.view(rec, r.cat.Snapshot()), nil
+}
+
+func (r *registry) History(ctx context.Context, idOrName string, limit int) ([]api.ConnectionEvent, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := r.db.ListConnectionEvents(ctx, rec.id, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.ConnectionEvent, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, api.ConnectionEvent{From: e.FromStatus, To: e.ToStatus, Error: e.Error, At: e.At})
+	}
+	return out, nil
+}
+
+// view renders a server for the API, secrets masked.
+func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
+	def := rec.def.Redacted()
+	v := api.Server{
+		ID:             rec.id,
+		Name:           def.Name,
+		Description:    def.Description,
+		TransportType:  strings.ToUpper(def.Transport),
+		Source:         rec.source,
+		AutoConnect:    rec.autoConnect,
+		HealthCheckURL: def.HealthCheckURL,
+		Prefix:         def.Prefix,
+		DefaultAccess:  def.DefaultAccess,
+		RegisteredAt:   rec.registeredAt,
+		Status:         string(upstream.StateDisconnected),
+	}
+	cc := map[string]any{}
+	switch def.Transport {
+	case "stdio":
+		cc["command"] = def.Command
+		cc["args"] = nonNil(def.Args)
+		if len(def.Env) > 0 {
+			cc["env"] = def.Env
+		}
+		if len(def.EnvPassthrough) > 0 {
+			cc["env_passthrough"] = def.EnvPassthrough
+		}
+		if def.Cwd != "" {
+			cc["cwd"] = def.Cwd
+		}
+	default:
+		cc["url"] = def.URL
+		if len(def.Headers) > 0 {
+			cc["headers"] = def.Headers
+		}
+		if len(def.HeadersFromEnv) > 0 {
+			cc["headers_from_env"] = def.HeadersFromEnv
+		}
+		if def.BearerTokenEnvVar != "" {
+			cc["bearer_token_env_var"] = def.BearerTokenEnvVar
+		}
+	}
+	v.ConnectionConfig = cc
+	if st, err := r.ups.Status(def.Name); err == nil {
+		v.Status = string(st.State)
+		v.ErrorMessage = st.LastError
+		v.PID = st.PID
+		v.ServerInfo = st.ServerInfo
+		v.ProtocolVersion = st.ProtocolVersion
+		if !st.Since.IsZero() {
+			since := st.Since
+			v.StatusSince = &since
+		}
+		if !st.ConnectedAt.IsZero() && (st.State == upstream.StateConnected || st.State == upstream.StateDegraded) {
+			at := st.ConnectedAt
+			v.ConnectedAt = &at
+		}
+	}
+	r.mu.RLock()
+	cerr := rec.catalogErr
+	r.mu.RUnlock()
+	if cerr != nil {
+		v.Status = string(upstream.StateError)
+		v.ErrorMessage = cerr.Error()
+	}
+	v.ToolCount = len(snap.ServerTools(def.Name))
+	for _, rj := range snap.Rejected(def.Name) {
+		v.RejectedTools = append(v.RejectedTools, api.RejectedTool{Name: rj.OriginalName, Reason: rj.Reason})
+	}
+	return v
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,259 @@
+// Package cli holds the switchboard command line: serve, stdio, demo-server
+// and version. Commands parse flags and hand over to internal/app.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/demo"
+)
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
+var Version = "dev"
+
+// Exit codes, documented in the README.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // runtime failure
+	ExitUsage   = 2 // bad flags or config
+)
+
+// usageError marks an error as the user's (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// env carries the process environment to the commands.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+// Run executes the command line args and returns the process exit code.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
+	root := newRoot(e)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "switchboard:", err)
+	var ue usageError
+	var cerrs config.Errors
+	if errors.As(err, &ue) || errors.As(err, &cerrs) || strings.HasPrefix(err.Error(), "unknown command") ||
+		strings.Contains(err.Error(), "flag") {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "switchboard",
+		Short: "An MCP gateway: one endpoint in front of many MCP servers",
+		Long: `switchboard connects to many MCP servers (stdio, SSE, Streamable HTTP), namespaces
+their tools as server.tool, and serves them as ONE MCP server (/mcp, /sse, stdio)
+and a REST API (/api/v1).
+
+Run "switchboard serve" to start the gateway on its defaults: the built-in demo
+server, SQLite in ./switchboard.db, http://127.0.0.1:8080/mcp.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newServe(e), newStdio(e), newDemoServer(e), newVersion(e))
+	return root
+}
+
+// gatewayFlags are the flags shared by serve and stdio.
+type gatewayFlags struct {
+	config, listen, store, logLevel, logFormat string
+}
+
+func (f *gatewayFlags) register(cmd *cobra.Command, withListen bool) {
+	cmd.Flags().StringVarP(&f.config, "config", "c", "", "config file (default ./switchboard.yaml if it exists, else the built-in demo config)")
+	if withListen {
+		cmd.Flags().StringVar(&f.listen, "listen", "", `listen address (default "127.0.0.1:8080"; env SWITCHBOARD_LISTEN)`)
+	}
+	cmd.Flags().StringVar(&f.store, "store", "", `store DSN: a SQLite file path (default "./switchboard.db"; env SWITCHBOARD_STORE)`)
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn, error (default info; env SWITCHBOARD_LOG_LEVEL)")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "", "log format: text or json (default text; env SWITCHBOARD_LOG_FORMAT)")
+}
+
+// load resolves the config with precedence flags > env > file > defaults
+// (config.Load applies env over file over defaults).
+func (f *gatewayFlags) load(e *env) (*config.Config, error) {
+	var cfg *config.Config
+	path := f.config
+	if path == "" {
+		if _, err := os.Stat("switchboard.yaml"); err == nil {
+			path = "switchboard.yaml"
+		}
+	}
+	if path != "" {
+		c, err := config.Load(path, e.getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	} else {
+		cfg = config.Default(e.getenv)
+	}
+	if f.listen != "" {
+		cfg.Settings.Listen = f.listen
+	}
+	if f.store != "" {
+		cfg.Settings.Store = f.store
+	}
+	if f.logLevel != "" {
+		cfg.Settings.LogLevel = f.logLevel
+	}
+	if f.logFormat != "" {
+		cfg.Settings.LogFormat = f.logFormat
+	}
+	return cfg, nil
+}
+
+func newLogger(w io.Writer, s config.Settings) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
+		return nil, usageError{fmt.Errorf("log level %q: want debug, info, warn or error", s.LogLevel)}
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch s.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	default:
+		return nil, usageError{fmt.Errorf("log format %q: want text or json", s.LogFormat)}
+	}
+}
+
+func newServe(e *env) *cobra.Command {
+	var f gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway over HTTP (MCP at /mcp and /sse, REST at /api/v1)",
+		Long: `Run the gateway over HTTP: Streamable HTTP MCP at /mcp, legacy SSE at /sse,
+the REST API at /api/v1, /healthz and /readyz.
+
+Configuration precedence: flags > environment > config file > defaults.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load(e)
+			if err != nil {
+				return err
+			}
+			logger, err := newLogger(e.stderr, cfg.Settings)
+			if err != nil {
+				return err
+			}
+			return app.Run(cmd.Context(), cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newStdio(e *env) *cobra.Command {
+	var f gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "stdio",
+		Short: "Serve the gateway to one MCP client over stdin/stdout",
+		Long: `Serve the gateway to one MCP client over stdin/stdout, so a desktop client
+(Claude Desktop, Cursor, VS Code) can launch it as a command. Upstreams marked
+auto_start are connected before the client is served. Logs go to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.load(e)
+			if err != nil {
+				return err
+			}
+			logger, err := newLogger(e.stderr, cfg.Settings)
+			if err != nil {
+				return err
+			}
+			return app.RunStdio(cmd.Context(), cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+func newDemoServer(e *env) *cobra.Command {
+	var (
+		httpAddr   string
+		o          demo.Options
+		latency    time.Duration
+		errorRate  float64
+		crashAfter int
+		extraTools int
+	)
+	cmd := &cobra.Command{
+		Use:   "demo-server",
+		Short: "Run the built-in demo MCP server (stdio by default, or --http ADDR)",
+		Long: `Run the built-in demo MCP server: tools echo, add, now, sleep and fail, the
+resource demo://readme, the template demo://echo/{text} and the prompt greet.
+It speaks stdio unless --http is given (Streamable HTTP at /mcp, SSE at /sse).
+Fault-injection flags make it misbehave for tests and benchmarks.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if errorRate < 0 || errorRate > 1 {
+				return usageError{fmt.Errorf("--error-rate must be between 0 and 1")}
+			}
+			o.ErrorRate, o.Latency, o.CrashAfter, o.ExtraTools = errorRate, latency, crashAfter, extraTools
+			o.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if httpAddr == "" {
+				return demo.RunStdio(cmd.Context(), &o)
+			}
+			return demo.ServeHTTP(cmd.Context(), httpAddr, &o, func(addr string) {
+				fmt.Fprintf(e.stderr, "demo server listening on http://%s/mcp (SSE: http://%s/sse)\n", addr, addr)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve Streamable HTTP (/mcp) and SSE (/sse) on this address instead of stdio")
+	cmd.Flags().Float64Var(&errorRate, "error-rate", 0, "probability (0..1) that a tools/call fails with a protocol error")
+	cmd.Flags().DurationVar(&latency, "latency", 0, "latency added to every tools/call (e.g. 5ms)")
+	cmd.Flags().IntVar(&crashAfter, "crash-after", 0, "exit with status 3 after answering this many tools/call requests (0 = never)")
+	cmd.Flags().IntVar(&extraTools, "extra-tools", 0, "register this many extra tools tool_0001..tool_N")
+	return cmd
+}
+
+func newVersion(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			sdk := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				for _, d := range bi.Deps {
+					if d.Path == "github.com/modelcontextprotocol/go-sdk" {
+						sdk = d.Version
+					}
+				}
+			}
+			fmt.Fprintf(e.stdout, "switchboard %s (%s, %s/%s, go-sdk %s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, sdk)
+			return nil
+		},
+	}
+}
