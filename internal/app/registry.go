@@ -262,21 +262,13 @@ func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server
 	return nil
 }
 
-// expand resolves ${VAR} references of a copy of def.
+// expand resolves ${VAR} references of a copy of def; def keeps them.
 func (r *registry) expand(def *config.Server) (*config.Server, error) {
-	b, err := json.Marshal(def)
-	if err != nil {
-		return nil, err
-	}
-	var cp config.Server
-	if err := json.Unmarshal(b, &cp); err != nil {
-		return nil, err
-	}
-	cp.Name = def.Name
+	cp := def.Clone()
 	if err := cp.Expand(r.getenv); err != nil {
 		return nil, err
 	}
-	return &cp, nil
+	return cp, nil
 }
 
 // connectAll connects the named servers concurrently and returns when every

@@ -115,7 +115,11 @@ func (f *gatewayFlags) load(e *env) (*config.Config, error) {
 		}
 		cfg = c
 	} else {
-		cfg = config.Default(e.getenv)
+		c, err := config.LoadDefault(e.getenv)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
 	}
 	if f.listen != "" {
 		cfg.Settings.Listen = f.listen

@@ -84,7 +84,9 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 	}
 	f.server = mcp.NewServer(o.Implementation, &mcp.ServerOptions{
 		Instructions: o.Instructions,
-		Logger:       o.Logger,
+		// The SDK logs every session start and end at info; that is debug
+		// detail for a gateway serving many clients.
+		Logger: slog.New(&demoteHandler{o.Logger.Handler()}),
 		// Declared up front: the catalog may be empty at initialize time and
 		// fill up later, and clients only listen for list_changed on
 		// capabilities they were told about.
@@ -345,4 +347,32 @@ func rpcError(err error) error {
 	}
 	data, _ := json.Marshal(map[string]string{"code": string(invoke.CodeOf(err))})
 	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: data}
+}
+
+// demoteHandler lowers the SDK's info records to debug, keeping warnings and
+// errors as they are.
+type demoteHandler struct{ h slog.Handler }
+
+func (d *demoteHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return d.h.Enabled(ctx, demote(l))
+}
+
+func (d *demoteHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demote(r.Level)
+	return d.h.Handle(ctx, r)
+}
+
+func (d *demoteHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &demoteHandler{d.h.WithAttrs(as)}
+}
+
+func (d *demoteHandler) WithGroup(name string) slog.Handler {
+	return &demoteHandler{d.h.WithGroup(name)}
+}
+
+func demote(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
 }
