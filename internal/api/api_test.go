@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/upstream"
+)
+
+// fakeServers knows one server, "demo".
+type fakeServers struct{ registered *config.Server }
+
+var demo = Server{ID: "id-1", Name: "demo", Status: "CONNECTED", TransportType: "STDIO"}
+
+func (f *fakeServers) List(context.Context) ([]Server, error) { return []Server{demo}, nil }
+func (f *fakeServers) Get(_ context.Context, id string) (Server, error) {
+	if id == "demo" || id == "id-1" {
+		return demo, nil
+	}
+	return Server{}, &Error{Status: 404, Code: CodeServerNotFound, Message: "server " + quote(id) + " not found"}
+}
+func (f *fakeServers) Register(_ context.Context, def *config.Server, _ bool) (Server, error) {
+	if err := config.ValidateServer(def); err != nil {
+		return Server{}, err
+	}
+	f.registered = def
+	return Server{Name: def.Name}, nil
+}
+func (f *fakeServers) Remove(context.Context, string) error { return nil }
+func (f *fakeServers) Connect(context.Context, string, bool) (Server, error) {
+	return demo, nil
+}
+func (f *fakeServers) Disconnect(context.Context, string) (Server, error) { return demo, nil }
+func (f *fakeServers) History(context.Context, string, int) ([]ConnectionEvent, error) {
+	return nil, nil
+}
+
+// fakeCaller answers by tool name.
+type fakeCaller struct{ got invoke.Call }
+
+func (f *fakeCaller) CallTool(_ context.Context, c invoke.Call) (*invoke.Result, error) {
+	f.got = c
+	switch c.Name {
+	case "demo.echo", "echo":
+		return &invoke.Result{CallToolResult: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hi"}}},
+			Tool: catalog.Tool{Name: "demo.echo", OriginalName: "echo", Server: "demo"}}, nil
+	case "demo.down":
+		return nil, &invoke.Error{Code: invoke.CodeServerUnavailable, Server: "demo", Status: "ERROR",
+			Message: `server "demo" is ERROR: gone`, Err: &upstream.UnavailableError{Server: "demo", State: upstream.StateError}}
+	case "demo.slow":
+		return nil, &invoke.Error{Code: invoke.CodeTimeout, Server: "demo", Message: "timed out"}
+	case "demo.broken":
+		return nil, &invoke.Error{Code: invoke.CodeUpstream, Server: "demo", Message: "upstream said no", Err: errors.New("x")}
+	}
+	return nil, &invoke.Error{Code: invoke.CodeToolNotFound, Message: "unknown tool " + quote(c.Name)}
+}
+
+func TestErrors(t *testing.T) {
+	servers := &fakeServers{}
+	caller := &fakeCaller{}
+	h := New(servers, catalog.New(nil), caller, &Options{MaxBodyBytes: 1024})
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"call ok", "POST", "/api/v1/tools/call", `{"name":"demo.echo","arguments":{"text":"x"}}`, 200, ""},
+		{"call by original name and server", "POST", "/api/v1/tools/call", `{"name":"echo","server_id":"id-1"}`, 200, ""},
+		{"unknown tool", "POST", "/api/v1/tools/call", `{"name":"demo.nope"}`, 404, "tool_not_found"},
+		{"unknown server_id", "POST", "/api/v1/tools/call", `{"name":"echo","server_id":"zz"}`, 404, CodeServerNotFound},
+		{"server down", "POST", "/api/v1/tools/call", `{"name":"demo.down"}`, 503, "server_unavailable"},
+		{"timeout", "POST", "/api/v1/tools/call", `{"name":"demo.slow"}`, 504, "timeout"},
+		{"upstream failure", "POST", "/api/v1/tools/call", `{"name":"demo.broken"}`, 500, "upstream_error"},
+		{"missing name", "POST", "/api/v1/tools/call", `{}`, 400, CodeBadRequest},
+		{"arguments not an object", "POST", "/api/v1/tools/call", `{"name":"demo.echo","arguments":[1]}`, 400, "invalid_argument"},
+		{"bad json", "POST", "/api/v1/tools/call", `{"name":`, 400, CodeBadRequest},
+		{"unknown field", "POST", "/api/v1/tools/call", `{"nam":"x"}`, 400, CodeBadRequest},
+		{"empty body", "POST", "/api/v1/tools/call", ``, 400, CodeBadRequest},
+		{"body too large", "POST", "/api/v1/tools/call", `{"name":"` + strings.Repeat("x", 2000) + `"}`, 413, CodeBadRequest},
+		{"invalid server", "POST", "/api/v1/aggregator/servers", `{"name":"a.b","transport_type":"HTTP"}`, 422, CodeValidation},
+		{"unknown server", "GET", "/api/v1/aggregator/servers/zz", ``, 404, CodeServerNotFound},
+		{"unknown route", "GET", "/api/v1/nope", ``, 404, CodeNotFound},
+		{"bad history limit", "GET", "/api/v1/aggregator/servers/demo/history?limit=x", ``, 400, CodeBadRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Fatalf("status = %d, want %d; body %s", rec.Code, tc.status, rec.Body)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type = %q", ct)
+			}
+			if tc.code == "" {
+				return
+			}
+			var body struct {
+				Error Error `json:"error"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatalf("body %s: %v", rec.Body, err)
+			}
+			if body.Error.Code != tc.code || body.Error.Message == "" {
+				t.Errorf("error = %+v, want code %q with a message", body.Error, tc.code)
+			}
+		})
+	}
+}
+
+// TestCallPassesArgumentsThrough checks that arguments reach the pipeline
+// byte for byte, and the routing metadata comes back.
+func TestCallPassesArgumentsThrough(t *testing.T) {
+	caller := &fakeCaller{}
+	h := New(&fakeServers{}, catalog.New(nil), caller, nil)
+	args := `{"z": 1, "a": [true, null, "ü"], "nested": {"k": 1.50}}`
+	req := httptest.NewRequest("POST", "/api/v1/tools/call", strings.NewReader(`{"name":"demo.echo","arguments":`+args+`}`))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	if string(caller.got.Arguments) != args {
+		t.Errorf("arguments = %s, want %s", caller.got.Arguments, args)
+	}
+	var res map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &res)
+	md := res["metadata"].(map[string]any)
+	if md["routed_to"] != "demo" || md["original_name"] != "echo" {
+		t.Errorf("metadata = %v", md)
+	}
+}
+
+func TestRegisterMapsBody(t *testing.T) {
+	servers := &fakeServers{}
+	h := New(servers, catalog.New(nil), &fakeCaller{}, nil)
+	body := `{"name":"gh","description":"d","transport_type":"SSE","auto_connect":false,
+		"connection_config":{"url":"https://example.com/sse","headers":{"Authorization":"Bearer ${TOKEN}"}},
+		"health_check_url":"https://example.com/health"}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/aggregator/servers", strings.NewReader(body)))
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	d := servers.registered
+	if d.Transport != "sse" || d.URL != "https://example.com/sse" || d.Headers["Authorization"] != "Bearer ${TOKEN}" ||
+		d.HealthCheckURL != "https://example.com/health" || d.AutoStart == nil || *d.AutoStart {
+		t.Errorf("registered %+v", d)
+	}
+}
