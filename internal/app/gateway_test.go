@@ -1,12 +1,14 @@
 package app_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -233,4 +235,58 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestListChangedReachesClients: a server registered at runtime makes the
+// gateway send notifications/tools/list_changed, and the new tools are
+// listed; the same on removal.
+func TestListChangedReachesClients(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("demo"), nil)
+	changed := make(chan struct{}, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.http.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if tools := toolNames(t, cs); tools["late.echo"] != nil {
+		t.Fatal("late.echo listed before registration")
+	}
+	code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "late", "transport_type": "STDIO", "auto_connect": true,
+		"connection_config": map[string]any{"command": os.Args[0], "args": []string{"demo-server"}, "env": map[string]string{demoEnv: "1"}},
+	})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after registering a server")
+	}
+	waitFor(t, "late.echo to be listed", func() bool { return toolNames(t, cs)["late.echo"] != nil })
+	if text, _ := callText(t, cs, "late.echo", map[string]any{"text": "new"}); text != "new" {
+		t.Errorf("late.echo = %q", text)
+	}
+	for len(changed) > 0 {
+		<-changed
+	}
+	if code, _ := g.rest(t, "DELETE", "/api/v1/aggregator/servers/late", nil); code != 204 {
+		t.Fatalf("DELETE: %d", code)
+	}
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after removing a server")
+	}
+	if toolNames(t, cs)["late.echo"] != nil {
+		t.Error("late.echo still listed after removal")
+	}
 }
