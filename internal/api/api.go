@@ -42,9 +42,10 @@ type Server struct {
 	RejectedTools    []RejectedTool      `json:"rejected_tools,omitempty"`
 }
 
-// RejectedTool is a tool the catalog refused, and why.
+// RejectedTool is an item (usually a tool) the catalog refused, and why.
 type RejectedTool struct {
 	Name   string `json:"name"`
+	Kind   string `json:"kind"` // tool, resource, template or prompt
 	Reason string `json:"reason"`
 }
 

@@ -68,7 +68,7 @@ func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
 			g.Tools = append(g.Tools, t.Name)
 		}
 		for _, rj := range snap.Rejected(name) {
-			g.Rejected = append(g.Rejected, RejectedTool{Name: rj.OriginalName, Reason: rj.Reason})
+			g.Rejected = append(g.Rejected, RejectedTool{Name: rj.OriginalName, Kind: string(rj.Kind), Reason: rj.Reason})
 		}
 		g.ToolCount = len(g.Tools)
 		groups = append(groups, g)

@@ -3,6 +3,8 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -288,5 +290,37 @@ func TestListChangedReachesClients(t *testing.T) {
 	}
 	if toolNames(t, cs)["late.echo"] != nil {
 		t.Error("late.echo still listed after removal")
+	}
+}
+
+// TestInvalidToolRejected: a tool whose input schema is not valid JSON
+// Schema is rejected with a reason the API shows, and the server's other
+// tools still register.
+func TestInvalidToolRejected(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "odd", Version: "1"}, nil)
+	ok := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "fine"}}}, nil
+	}
+	up.AddTool(&mcp.Tool{Name: "good", InputSchema: map[string]any{"type": "object"}}, ok)
+	up.AddTool(&mcp.Tool{Name: "bad", InputSchema: map[string]any{
+		"type": "object", "properties": map[string]any{"x": map[string]any{"type": "nonsense"}},
+	}}, ok)
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, fmt.Sprintf("servers:\n  odd:\n    transport: http\n    url: %s\n    auto_start: true\n", srv.URL), nil)
+	s := g.serverByName(t, "odd")
+	if s["status"] != "CONNECTED" || s["tool_count"].(float64) != 1 {
+		t.Fatalf("odd = %v, want CONNECTED with 1 tool", s)
+	}
+	rej, _ := s["rejected_tools"].([]any)
+	if len(rej) != 1 || rej[0].(map[string]any)["name"] != "bad" || rej[0].(map[string]any)["reason"] == "" {
+		t.Fatalf("rejected_tools = %v, want bad with a reason", s["rejected_tools"])
+	}
+	cs := g.connect(t, "/mcp")
+	if tools := toolNames(t, cs); tools["odd.good"] == nil || tools["odd.bad"] != nil {
+		t.Errorf("tools/list = %v, want odd.good only", keys(tools))
+	}
+	if text, _ := callText(t, cs, "odd.good", map[string]any{}); text != "fine" {
+		t.Errorf("odd.good = %q", text)
 	}
 }

@@ -110,9 +110,9 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 		return
 	}
 	for _, rj := range rejected {
-		r.logger.Warn("tool rejected", "server", d.Server, "tool", rj.OriginalName, "reason", rj.Reason)
+		r.logger.Warn("item rejected", "server", d.Server, "kind", rj.Kind, "name", rj.OriginalName, "reason", rj.Reason)
 	}
-	r.logger.Info("discovered", "server", d.Server, "tools", len(d.Tools)-len(rejected),
+	r.logger.Info("discovered", "server", d.Server, "tools", len(r.cat.Snapshot().ServerTools(d.Server)),
 		"rejected", len(rejected), "resources", len(d.Resources), "prompts", len(d.Prompts))
 	r.persistTools(rec.id, d, rejected)
 }
@@ -121,7 +121,9 @@ func (r *registry) persistTools(serverID string, d upstream.Discovery, rejected 
 	snap := r.cat.Snapshot()
 	why := map[string]string{}
 	for _, rj := range rejected {
-		why[rj.OriginalName] = rj.Reason
+		if rj.Kind == catalog.KindTool {
+			why[rj.OriginalName] = rj.Reason
+		}
 	}
 	now := time.Now()
 	rows := make([]*store.Tool, 0, len(d.Tools))
@@ -494,7 +496,7 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 	}
 	v.ToolCount = len(snap.ServerTools(def.Name))
 	for _, rj := range snap.Rejected(def.Name) {
-		v.RejectedTools = append(v.RejectedTools, api.RejectedTool{Name: rj.OriginalName, Reason: rj.Reason})
+		v.RejectedTools = append(v.RejectedTools, api.RejectedTool{Name: rj.OriginalName, Kind: string(rj.Kind), Reason: rj.Reason})
 	}
 	return v
 }
