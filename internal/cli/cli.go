@@ -59,8 +59,8 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fmt.Fprintln(stderr, "switchboard:", err)
 	var ue usageError
 	var cerrs config.Errors
-	if errors.As(err, &ue) || errors.As(err, &cerrs) || strings.HasPrefix(err.Error(), "unknown command") ||
-		strings.Contains(err.Error(), "flag") {
+	// cobra reports an unknown command as a plain error.
+	if errors.As(err, &ue) || errors.As(err, &cerrs) || strings.HasPrefix(err.Error(), "unknown command") {
 		return ExitUsage
 	}
 	return ExitFailure
@@ -80,6 +80,7 @@ server, SQLite in ./switchboard.db, http://127.0.0.1:8080/mcp.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServe(e), newStdio(e), newDemoServer(e), newVersion(e))
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }
 
@@ -111,13 +112,13 @@ func (f *gatewayFlags) load(e *env) (*config.Config, error) {
 	if path != "" {
 		c, err := config.Load(path, e.getenv)
 		if err != nil {
-			return nil, err
+			return nil, usageError{err}
 		}
 		cfg = c
 	} else {
 		c, err := config.LoadDefault(e.getenv)
 		if err != nil {
-			return nil, err
+			return nil, usageError{err}
 		}
 		cfg = c
 	}
