@@ -1,0 +1,189 @@
+// Command bench measures what the gateway costs a client: the latency and
+// throughput of tools/call, and the latency of a 1,000-tool tools/list,
+// directly against the demo MCP server and through switchboard, with the
+// upstream reached over Streamable HTTP and over stdio.
+//
+// Run it from the module root:
+//
+//	go run ./bench                      # build the binary, measure, print a table
+//	go run ./bench -json > bench.json   # the same figures, machine-readable
+//	go run ./bench -profile /tmp/prof   # gateway in-process, CPU profiles per scenario
+//
+// Every server is a separate process on loopback (except the gateway with
+// -profile), started in its own process group and killed at the end, also on
+// Ctrl-C. See bench/README.md for how to read the figures.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Scenario names, as printed and as accepted by -scenarios.
+const (
+	scenarioDirect   = "direct"
+	scenarioHTTP     = "gateway/http"
+	scenarioStdio    = "gateway/stdio"
+	scenarioList     = "list"
+	listDirect       = "direct"
+	listGateway      = "gateway"
+	defaultScenarios = scenarioDirect + "," + scenarioHTTP + "," + scenarioStdio + "," + scenarioList
+)
+
+// params are the knobs of one run; they are printed with the results so a
+// figure can always be traced back to how it was measured.
+type params struct {
+	Rounds         int           `json:"rounds"`
+	Calls          int           `json:"calls"`
+	Warmup         int           `json:"warmup_calls"`
+	Concurrency    int           `json:"concurrency"`
+	Duration       time.Duration `json:"-"`
+	DurationS      float64       `json:"duration_s"`
+	ThroughputWarm time.Duration `json:"-"`
+	ThroughputWS   float64       `json:"throughput_warmup_s"`
+	ListCalls      int           `json:"list_calls"`
+	ExtraTools     int           `json:"extra_tools"`
+	Scenarios      []string      `json:"scenarios"`
+	InProcess      bool          `json:"gateway_in_process"`
+}
+
+// options are the command line.
+type options struct {
+	params
+	bin        string
+	jsonOut    bool
+	profileDir string
+	verbose    bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process exit, so that deferred cleanup (stopping
+// every child process) always happens before the process ends.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rep, err := benchmark(ctx, o, logger, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	if o.jsonOut {
+		err = writeJSON(stdout, rep)
+	} else {
+		err = writeTable(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
+	var scenarios string
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: go run ./bench [flags]\n\nMeasures tools/call and tools/list directly and through the gateway.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.bin, "bin", "", "switchboard binary to run (default: go build ./cmd/switchboard into a temp dir)")
+	fs.IntVar(&o.Rounds, "rounds", 1, "run every scenario this many times, interleaved; latency is over all rounds' calls, calls/s the median round (use 3+ on a busy machine)")
+	fs.IntVar(&o.Calls, "calls", 2000, "sequential tools/call per scenario for the latency figures")
+	fs.IntVar(&o.Warmup, "warmup", 200, "calls (and tools/list calls / 10) discarded before measuring latency")
+	fs.IntVar(&o.Concurrency, "concurrency", 32, "goroutines calling concurrently on the one session for calls/s")
+	fs.DurationVar(&o.Duration, "duration", 5*time.Second, "how long calls/s is measured, after -throughput-warmup")
+	fs.DurationVar(&o.ThroughputWarm, "throughput-warmup", time.Second, "concurrent calls run this long before calls/s is measured")
+	fs.IntVar(&o.ListCalls, "list-calls", 300, "sequential tools/list per scenario for the list latency figures")
+	fs.IntVar(&o.ExtraTools, "extra-tools", 995, "extra tools of the upstream for tools/list (plus its 5 own tools)")
+	fs.StringVar(&scenarios, "scenarios", defaultScenarios, "comma-separated scenarios to run: "+defaultScenarios)
+	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON instead of a table")
+	fs.StringVar(&o.profileDir, "profile", "", "run the gateway in-process and write CPU and allocation profiles of each gateway scenario to this directory (figures are then not comparable with a normal run)")
+	fs.BoolVar(&o.verbose, "v", false, "copy the servers' stderr to ours")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.Rounds < 1 || o.Calls < 1 || o.Warmup < 0 || o.Concurrency < 1 || o.Duration <= 0 || o.ThroughputWarm < 0 ||
+		o.ListCalls < 1 || o.ExtraTools < 0 {
+		return nil, errors.New("-rounds, -calls, -concurrency, -duration and -list-calls must be positive; -warmup, -throughput-warmup and -extra-tools not negative")
+	}
+	for s := range strings.SplitSeq(scenarios, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(strings.Split(defaultScenarios, ","), s) {
+			return nil, fmt.Errorf("unknown scenario %q: want some of %s", s, defaultScenarios)
+		}
+		if !slices.Contains(o.Scenarios, s) {
+			o.Scenarios = append(o.Scenarios, s)
+		}
+	}
+	if len(o.Scenarios) == 0 {
+		return nil, errors.New("-scenarios is empty")
+	}
+	if o.profileDir != "" && o.Rounds > 1 {
+		return nil, errors.New("-profile takes one round: drop -rounds")
+	}
+	o.DurationS = o.Duration.Seconds()
+	o.ThroughputWS = o.ThroughputWarm.Seconds()
+	o.InProcess = o.profileDir != ""
+	return &o, nil
+}
+
+// environment describes the machine, because the figures mean little
+// without it (2 cores shared by client, gateway and upstream).
+type environment struct {
+	Date       string `json:"date"`
+	GoVersion  string `json:"go_version"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	LoadAvg    string `json:"loadavg,omitempty"` // at the start, Linux only
+}
+
+func currentEnvironment() environment {
+	env := environment{
+		Date:       time.Now().Format(time.DateTime),
+		GoVersion:  runtime.Version(),
+		OS:         runtime.GOOS,
+		Arch:       runtime.GOARCH,
+		CPUs:       runtime.NumCPU(),
+		GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			env.LoadAvg = strings.Join(f[:3], " ")
+		}
+	}
+	return env
+}
