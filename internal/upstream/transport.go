@@ -74,6 +74,11 @@ func defaultHTTPClient() *http.Client {
 	t.TLSHandshakeTimeout = 10 * time.Second
 	t.IdleConnTimeout = 90 * time.Second
 	t.ExpectContinueTimeout = time.Second
+	// Every concurrent call to an HTTP upstream is its own POST; with the
+	// default of 2 idle connections per host, a burst of calls ends in a
+	// connection churn (dial, TIME_WAIT) that costs more than the calls.
+	t.MaxIdleConnsPerHost = 256
+	t.MaxIdleConns = 1024
 	return &http.Client{Transport: t}
 }
 
