@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 )
 
 // TestDemoThroughFront lists and calls the demo server's tools through /mcp
@@ -322,5 +325,68 @@ func TestInvalidToolRejected(t *testing.T) {
 	}
 	if text, _ := callText(t, cs, "odd.good", map[string]any{}); text != "fine" {
 		t.Errorf("odd.good = %q", text)
+	}
+}
+
+// TestReadyAfterAutoStartTried: /readyz is 503 while an auto-start server is
+// still being tried and 200 once the attempt ended, even in failure.
+func TestReadyAfterAutoStartTried(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte(`
+servers:
+  mute:
+    transport: stdio
+    command: sleep
+    args: ["30"]
+    auto_start: true
+settings:
+  connect_timeout_seconds: 1
+  shutdown_timeout_seconds: 0.2
+`), os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Settings.Store = filepath.Join(t.TempDir(), "sb.db")
+	a, err := app.New(t.Context(), cfg, &app.Options{SelfExecutable: os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	g := &gateway{app: a, http: srv, logs: &syncBuffer{}}
+	a.Start()
+	if code, body := g.rest(t, "GET", "/readyz", nil); code != 503 {
+		t.Errorf("readyz while connecting: %d %v, want 503", code, body)
+	}
+	if code, _ := g.rest(t, "GET", "/healthz", nil); code != 200 {
+		t.Errorf("healthz: %d", code)
+	}
+	waitFor(t, "readyz 200", func() bool { code, _ := g.rest(t, "GET", "/readyz", nil); return code == 200 })
+	if s := g.serverByName(t, "mute"); s["status"] != "ERROR" || s["error_message"] == "" {
+		t.Errorf("mute = %v, want ERROR with a reason", s)
+	}
+}
+
+// TestUnprefixedCollision: two servers exposing the same names unprefixed is
+// a registration error shown on the server, never a silent override.
+func TestUnprefixedCollision(t *testing.T) {
+	yaml := "servers:" + demoServer("one") + "    prefix: \"\"\n" + demoServer("two") + "    prefix: \"\"\n"
+	g := startGateway(t, yaml, nil)
+	one, two := g.serverByName(t, "one"), g.serverByName(t, "two")
+	var loser map[string]any
+	switch {
+	case one["status"] == "CONNECTED" && two["status"] == "ERROR":
+		loser = two
+	case two["status"] == "CONNECTED" && one["status"] == "ERROR":
+		loser = one
+	default:
+		t.Fatalf("one = %v, two = %v: want one CONNECTED, the other ERROR", one["status"], two["status"])
+	}
+	if msg, _ := loser["error_message"].(string); !strings.Contains(msg, "collision") && !strings.Contains(msg, "collide") {
+		t.Errorf("error_message = %q, want it to name the collision", msg)
+	}
+	cs := g.connect(t, "/mcp")
+	if text, _ := callText(t, cs, "echo", map[string]any{"text": "unprefixed"}); text != "unprefixed" {
+		t.Errorf("echo = %q", text)
 	}
 }
