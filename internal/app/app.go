@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -233,7 +232,7 @@ func RunStdio(ctx context.Context, cfg *config.Config, opts *Options) error {
 	defer a.Close(ctx)
 	a.StartAndWait()
 	err = a.RunStdio(ctx)
-	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "EOF")) {
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled)) {
 		return nil
 	}
 	return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/demo"
 )
 
 // TestDemoThroughFront lists and calls the demo server's tools through /mcp
@@ -388,5 +389,44 @@ func TestUnprefixedCollision(t *testing.T) {
 	cs := g.connect(t, "/mcp")
 	if text, _ := callText(t, cs, "echo", map[string]any{"text": "unprefixed"}); text != "unprefixed" {
 		t.Errorf("echo = %q", text)
+	}
+}
+
+// TestStoredSecretReference: a server registered through the API keeps its
+// ${VAR} reference, not the secret; after a restart without the variable it
+// is listed with the reason and refuses to connect rather than sending an
+// unresolved header.
+func TestStoredSecretReference(t *testing.T) {
+	up := httptest.NewServer(demo.Handler(nil))
+	t.Cleanup(up.Close)
+	storePath := filepath.Join(t.TempDir(), "sb.db")
+	env := map[string]string{"REMOTE_TOKEN": "tok-5e8c1"}
+	g := startGatewayStore(t, "servers: {}\n", env, storePath)
+	code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "remote", "transport_type": "HTTP", "auto_connect": true,
+		"connection_config": map[string]any{"url": up.URL + "/mcp", "headers": map[string]string{"X-Token": "${REMOTE_TOKEN}"}},
+	})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	waitFor(t, "remote to connect", func() bool { return g.serverByName(t, "remote")["status"] == "CONNECTED" })
+	g.http.Close()
+	g.app.Close(t.Context())
+
+	raw, err := os.ReadFile(storePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "tok-5e8c1") {
+		t.Error("the store holds the resolved secret")
+	}
+
+	g2 := startGatewayStore(t, "servers: {}\n", map[string]string{}, storePath)
+	s := g2.serverByName(t, "remote")
+	if s["status"] != "ERROR" || !strings.Contains(fmt.Sprint(s["error_message"]), "REMOTE_TOKEN") {
+		t.Errorf("after restart without the variable: %v", s)
+	}
+	if code, _ := g2.rest(t, "POST", "/api/v1/aggregator/servers/remote/connect", nil); code != 409 {
+		t.Errorf("connect: %d, want 409", code)
 	}
 }

@@ -42,6 +42,9 @@ type record struct {
 	autoConnect  bool
 	registeredAt time.Time
 	catalogErr   error // the catalog refused the server's names (collision)
+	// startErr says why the server cannot be started at all (a ${VAR} of a
+	// stored definition no longer resolves); nil when it can.
+	startErr error
 }
 
 // registry ties the upstream supervisors, the catalog and the store
@@ -217,15 +220,19 @@ func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, erro
 			continue
 		}
 		sd.Server.Name = s.Name
+		rec := &record{id: s.ID, source: sourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}
 		expanded, err := r.expand(sd.Server)
 		if err != nil {
+			// Registered, listed with the reason, never started with
+			// unresolved secrets.
 			r.logger.Error("stored server cannot start", "server", s.Name, "error", err)
+			rec.startErr = fmt.Errorf("cannot start: %w", err)
 			expanded = sd.Server.Redacted()
 		}
-		if err := r.add(ctx, &record{id: s.ID, source: sourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}, expanded); err != nil {
+		if err := r.add(ctx, rec, expanded); err != nil {
 			return nil, err
 		}
-		if sd.AutoConnect {
+		if sd.AutoConnect && rec.startErr == nil {
 			start = append(start, s.Name)
 		}
 	}
@@ -389,6 +396,10 @@ func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api
 	if err != nil {
 		return api.Server{}, err
 	}
+	if rec.startErr != nil {
+		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q %v", rec.def.Name, rec.startErr)}
+	}
 	if !wait {
 		r.connectInBackground(rec.def.Name)
 		v := r.view(rec, r.cat.Snapshot())
@@ -493,6 +504,10 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 	if cerr != nil {
 		v.Status = string(upstream.StateError)
 		v.ErrorMessage = cerr.Error()
+	}
+	if rec.startErr != nil {
+		v.Status = string(upstream.StateError)
+		v.ErrorMessage = rec.startErr.Error()
 	}
 	v.ToolCount = len(snap.ServerTools(def.Name))
 	for _, rj := range snap.Rejected(def.Name) {
