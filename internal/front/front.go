@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -116,17 +115,6 @@ func (f *Front) Close() {
 		f.unsubscribe()
 		f.unsubscribe = nil
 	}
-}
-
-// StreamableHandler serves MCP Streamable HTTP (mount at /mcp).
-func (f *Front) StreamableHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
-		&mcp.StreamableHTTPOptions{Logger: f.logger})
-}
-
-// SSEHandler serves the legacy HTTP+SSE transport (mount at /sse).
-func (f *Front) SSEHandler() http.Handler {
-	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return f.server }, nil)
 }
 
 // RunStdio serves one client over stdin/stdout until ctx is done or the
