@@ -148,7 +148,7 @@ func buildResources(it *serverItems, resources []*mcp.Resource, reject rejectFun
 		if def.Name != "" {
 			def.Name = join(it.prefix, sep, def.Name)
 		}
-		it.resources = append(it.resources, Resource{URI: ns, OriginalURI: r.URI, Server: it.name, Available: it.available, Def: def})
+		it.resources = append(it.resources, Resource{URI: ns, OriginalURI: r.URI, OriginalName: r.Name, Server: it.name, Available: it.available, Def: def})
 	}
 	slices.SortFunc(it.resources, func(a, b Resource) int { return cmp.Compare(a.URI, b.URI) })
 }
@@ -186,7 +186,7 @@ func buildTemplates(it *serverItems, templates []*mcp.ResourceTemplate, reject r
 			def.Name = join(it.prefix, sep, def.Name)
 		}
 		ok = append(ok, accepted{
-			t:  Template{URITemplate: ns, OriginalURITemplate: t.URITemplate, Server: it.name, Available: it.available, Def: def},
+			t:  Template{URITemplate: ns, OriginalURITemplate: t.URITemplate, OriginalName: t.Name, Server: it.name, Available: it.available, Def: def},
 			re: re,
 		})
 	}

@@ -129,6 +129,17 @@ func (s *Snapshot) ServerTools(server string) []Tool {
 // modify.
 func (s *Snapshot) Servers() []string { return s.names }
 
+// AvailableServers returns the names of the available servers, sorted.
+func (s *Snapshot) AvailableServers() []string {
+	var out []string
+	for _, n := range s.names {
+		if s.servers[n].available {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Rejected returns what the catalog refused from a server at its last
 // [Catalog.Set], in upstream order. Do not modify.
 func (s *Snapshot) Rejected(server string) []Rejected {

@@ -74,8 +74,11 @@ type Rejected struct {
 // mutate it.
 type Resource struct {
 	URI, OriginalURI, Server string
-	Available                bool
-	Def                      *mcp.Resource
+	// OriginalName is the upstream's name of the resource (Def.Name is
+	// namespaced).
+	OriginalName string
+	Available    bool
+	Def          *mcp.Resource
 }
 
 // Template is one catalog resource template. Def.URITemplate is
@@ -83,8 +86,10 @@ type Resource struct {
 // between snapshots: do not mutate it.
 type Template struct {
 	URITemplate, OriginalURITemplate, Server string
-	Available                                bool
-	Def                                      *mcp.ResourceTemplate
+	// OriginalName is the upstream's name of the template.
+	OriginalName string
+	Available    bool
+	Def          *mcp.ResourceTemplate
 }
 
 // Prompt is one catalog prompt. Def.Name is Name. Def is shared between
