@@ -42,6 +42,9 @@ var fakeServers = map[string]func(){
 	"broken": runBroken,
 	"silent": runSilent,
 	"exit":   runExit,
+	// relay serves newRelayServer over stdio, in the newest protocol or the legacy one.
+	"relay":        func() { runRelay() },
+	"relay-legacy": func() { runRelay(legacyProtocol) },
 }
 
 // newBasicServer is the fake upstream used over every transport:

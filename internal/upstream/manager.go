@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,7 +27,8 @@ type Manager struct {
 	log  *slog.Logger
 	ctx  context.Context // parent of every supervisor; never cancelled itself
 
-	ownHTTP bool // opts.HTTPClient is ours to clean up
+	ownHTTP bool          // opts.HTTPClient is ours to clean up
+	seq     atomic.Uint64 // numbers the progress tokens sent upstream
 
 	mu      sync.RWMutex
 	servers map[string]*supervisor
@@ -49,6 +50,9 @@ func NewManager(opts *Options) *Manager {
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.PeerSessionIdle <= 0 {
+		o.PeerSessionIdle = 5 * time.Minute
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
@@ -88,7 +92,7 @@ func (m *Manager) Add(srv *config.Server) error {
 	if _, ok := m.servers[cfg.Name]; ok {
 		return fmt.Errorf("adding upstream %q: %w", cfg.Name, ErrExists)
 	}
-	s := newSupervisor(m.ctx, cfg, &m.opts, m.log)
+	s := newSupervisor(m.ctx, cfg, &m.opts, m.log, &m.seq)
 	m.servers[cfg.Name] = s
 	m.wg.Go(s.run)
 	return nil
@@ -263,17 +267,21 @@ func (m *Manager) Session(name string) (*mcp.ClientSession, error) {
 // (params.Arguments may be a json.RawMessage). A transport failure that ends the session moves the
 // server to ERROR, and the call returns an *UnavailableError.
 //
-// A tool's own failure is a result with IsError, not an error.
+// A tool's own failure is a result with IsError, not an error. With a [Peer]
+// in ctx, what the server sends during the call is relayed to it (see
+// [WithPeer] and the package documentation). Cancelling ctx cancels the call
+// upstream (notifications/cancelled).
 func (m *Manager) CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	var p mcp.CallToolParams
 	if params != nil {
 		p = *params
 	}
-	p.Meta = maps.Clone(p.Meta) // the SDK adds protocol keys to Meta; keep the caller's map intact
-	return relay(ctx, m, server, func() string { return fmt.Sprintf("calling tool %q", p.Name) },
-		func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
-			return cs.CallTool(ctx, &p)
-		})
+	spec := callSpec{op: func() string { return fmt.Sprintf("calling tool %q", p.Name) }, meta: p.Meta}
+	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.CallToolResult, error) {
+		q := p // the SDK writes to the params it sends; each attempt gets its own
+		q.Meta = meta
+		return cs.CallTool(ctx, &q)
+	})
 }
 
 // ReadResource reads a resource by its original URI on the server; failures are as for CallTool.
@@ -282,11 +290,12 @@ func (m *Manager) ReadResource(ctx context.Context, server string, params *mcp.R
 	if params != nil {
 		p = *params
 	}
-	p.Meta = maps.Clone(p.Meta)
-	return relay(ctx, m, server, func() string { return fmt.Sprintf("reading resource %q", p.URI) },
-		func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-			return cs.ReadResource(ctx, &p)
-		})
+	spec := callSpec{op: func() string { return fmt.Sprintf("reading resource %q", p.URI) }, meta: p.Meta}
+	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.ReadResourceResult, error) {
+		q := p
+		q.Meta = meta
+		return cs.ReadResource(ctx, &q)
+	})
 }
 
 // GetPrompt gets a prompt by its original name on the server; failures are as for CallTool.
@@ -295,76 +304,137 @@ func (m *Manager) GetPrompt(ctx context.Context, server string, params *mcp.GetP
 	if params != nil {
 		p = *params
 	}
-	p.Meta = maps.Clone(p.Meta)
-	return relay(ctx, m, server, func() string { return fmt.Sprintf("getting prompt %q", p.Name) },
-		func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-			return cs.GetPrompt(ctx, &p)
-		})
+	spec := callSpec{op: func() string { return fmt.Sprintf("getting prompt %q", p.Name) }, meta: p.Meta}
+	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.GetPromptResult, error) {
+		q := p
+		q.Meta = meta
+		return cs.GetPrompt(ctx, &q)
+	})
 }
 
-// relay runs one call on the server's serving session. The call is aborted
-// if the session is torn down meanwhile, and a call that failed because the
-// session ended reports the server's new state.
-func relay[R any](ctx context.Context, m *Manager, server string, op func() string, call func(context.Context, *mcp.ClientSession) (R, error)) (R, error) {
-	var zero R
+// Complete asks the server for completions of a prompt or resource template
+// argument, by their original names; failures are as for CallTool.
+func (m *Manager) Complete(ctx context.Context, server string, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	var p mcp.CompleteParams
+	if params != nil {
+		p = *params
+	}
+	spec := callSpec{op: func() string { return "completing" }, meta: p.Meta}
+	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.CompleteResult, error) {
+		q := p
+		q.Meta = meta
+		return cs.Complete(ctx, &q)
+	})
+}
+
+// SetLoggingLevel sets the level of the log messages the server sends to the
+// [Peer] in ctx (or to the calls without one); failures are as for CallTool.
+//
+// The Manager remembers the level per peer and server and applies it to every
+// session it opens for the peer later. A per-peer session that is not open
+// yet is not opened for it. On a new-protocol session the level travels with
+// each of the peer's calls instead (logging/setLevel no longer exists). On a
+// legacy shared session (stdio) the level is the server's, for every caller:
+// the last one set wins.
+func (m *Manager) SetLoggingLevel(ctx context.Context, server string, params *mcp.SetLoggingLevelParams) error {
+	var p mcp.SetLoggingLevelParams
+	if params != nil {
+		p = *params
+	}
 	s, err := m.get(server)
 	if err != nil {
-		return zero, err
+		return err
 	}
-	sess, err := s.serving()
+	peer, _ := PeerFrom(ctx)
+	s.setLevel(peer, p.Level)
+	op := func() string { return fmt.Sprintf("setting log level %q", p.Level) }
+	if peer != nil && s.usesPeerSessions() {
+		sess, err := s.serving()
+		if err != nil {
+			return err
+		}
+		ps := s.openPeer(sess, peer)
+		if ps == nil {
+			return nil // applied when the peer's session opens
+		}
+		defer s.releasePeer(sess, ps)
+		if usesNewProtocol(ps.cs) {
+			return nil
+		}
+		if err := ps.cs.SetLoggingLevel(ctx, &p); err != nil {
+			return &relayError{msg: fmt.Sprintf("%s on server %q: %s", op(), server, sess.redact.Error(err)), err: err}
+		}
+		return nil
+	}
+	_, err = relay(ctx, m, server, callSpec{op: op, meta: p.Meta, shared: true},
+		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
+			if usesNewProtocol(cs) {
+				return struct{}{}, nil
+			}
+			q := p
+			q.Meta = meta
+			return struct{}{}, cs.SetLoggingLevel(ctx, &q)
+		})
+	return err
+}
+
+// Subscribe asks the server for notifications/resources/updated about a
+// resource, reported to Options.OnResourceUpdated, on behalf of the [Peer] in
+// ctx (or of the calls without one); failures are as for CallTool.
+//
+// Subscriptions are made on the primary session, which outlives idle
+// per-peer sessions, and renewed after every reconnect. The server is asked
+// once per resource: the first subscriber subscribes, later ones are only
+// counted, and the last one's [Manager.Unsubscribe] ends it. Subscribers
+// whose Done is closed stop counting; the subscription of a resource nobody
+// live wants is not renewed on reconnect.
+func (m *Manager) Subscribe(ctx context.Context, server string, params *mcp.SubscribeParams) error {
+	var p mcp.SubscribeParams
+	if params != nil {
+		p = *params
+	}
+	s, err := m.get(server)
 	if err != nil {
-		return zero, err
+		return err
 	}
-	callCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(sess.ctx, cancel)
-	defer stop()
-
-	res, err := call(callCtx, sess.cs)
-	if err == nil {
-		return res, nil
+	peer, _ := PeerFrom(ctx)
+	// Counted first, so that a reconnect meanwhile renews it as well.
+	if !s.subscribe(p.URI, peer) {
+		return nil
 	}
-	if ctx.Err() == nil && s.lost(ctx, sess, err) {
-		st := s.snapshot()
-		return zero, &UnavailableError{Server: server, State: st.State, Reason: st.LastError, cause: err}
+	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("subscribing to %q", p.URI) }, meta: p.Meta, shared: true},
+		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
+			q := p
+			q.Meta = meta
+			return struct{}{}, cs.Subscribe(ctx, &q)
+		})
+	if err != nil {
+		s.unsubscribe(p.URI, peer)
 	}
-	return zero, &relayError{msg: fmt.Sprintf("%s on server %q: %s", op(), server, sess.redact.Error(err)), err: err}
+	return err
 }
 
-// lost reports whether err means the session is gone, waiting until the
-// supervisor has recorded that in Status (so the caller reports the right
-// state), or until ctx ends.
-func (s *supervisor) lost(ctx context.Context, sess *session, err error) bool {
-	if sess.ctx.Err() == nil {
-		if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			return false
-		}
-		// The connection broke under the call; the SDK winds the session
-		// down (stdio: reaps the process) before the supervisor hears of it.
-		t := time.NewTimer(s.opts.ShutdownTimeout)
-		defer t.Stop()
-		select {
-		case <-sess.ended:
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
-		}
+// Unsubscribe ends the [Manager.Subscribe] of the [Peer] in ctx; failures are
+// as for CallTool. The server is told when the last subscriber leaves; the
+// subscription is forgotten even when the server cannot be told.
+func (m *Manager) Unsubscribe(ctx context.Context, server string, params *mcp.UnsubscribeParams) error {
+	var p mcp.UnsubscribeParams
+	if params != nil {
+		p = *params
 	}
-	select {
-	case <-sess.settled:
-		return true
-	case <-ctx.Done():
-		return false
+	s, err := m.get(server)
+	if err != nil {
+		return err
 	}
+	peer, _ := PeerFrom(ctx)
+	if !s.unsubscribe(p.URI, peer) {
+		return nil
+	}
+	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("unsubscribing from %q", p.URI) }, meta: p.Meta, shared: true},
+		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
+			q := p
+			q.Meta = meta
+			return struct{}{}, cs.Unsubscribe(ctx, &q)
+		})
+	return err
 }
-
-// relayError is an upstream call's failure with its text redacted; the
-// original stays reachable for errors.Is and errors.As (e.g. *jsonrpc.Error).
-type relayError struct {
-	msg string
-	err error
-}
-
-func (e *relayError) Error() string { return e.msg }
-func (e *relayError) Unwrap() error { return e.err }

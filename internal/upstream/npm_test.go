@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,52 @@ func TestNPMEverythingEnvHasNoCanary(t *testing.T) {
 	}
 	if strings.Contains(text, canary) {
 		t.Errorf("the gateway's environment leaked into the child: %s", text)
+	}
+}
+
+func TestNPMEverythingRelay(t *testing.T) {
+	// The server offers its trigger tools because the gateway declares
+	// sampling, elicitation and roots; what they ask reaches the calling peer.
+	m := everything(t)
+	tests := []struct {
+		tool, args string
+		want       string // in the result
+		asked      string // what the peer was asked, "" for nothing
+	}{
+		{"trigger-sampling-request", `{"prompt":"hi"}`, "answers Resource trigger-sampling-request context: hi", "Resource trigger-sampling-request context: hi"},
+		{"trigger-elicitation-request", `{}`, "Name: peer-trigger-elicitation-request", "Please provide inputs for the following fields:"},
+		{"get-roots-list", `{}`, "URI: file:///peer-get-roots-list", "roots"},
+		{"trigger-long-running-operation", `{"duration":0.1,"steps":2}`, "Long running operation completed", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool, func(t *testing.T) {
+			p := newPeer("peer-"+tt.tool, allCaps)
+			res, err := m.CallTool(upstream.WithPeer(context.Background(), p), "everything", &mcp.CallToolParams{
+				Name:      tt.tool,
+				Arguments: json.RawMessage(tt.args),
+				Meta:      mcp.Meta{"progressToken": float64(5)},
+			})
+			if err != nil {
+				t.Fatalf("CallTool: %v", err)
+			}
+			var text []string
+			for _, c := range res.Content {
+				if tc, ok := c.(*mcp.TextContent); ok {
+					text = append(text, tc.Text)
+				}
+			}
+			if got := strings.Join(text, "\n"); res.IsError || !strings.Contains(got, tt.want) {
+				t.Errorf("result %q, want it to contain %q", got, tt.want)
+			}
+			progress, _, asked := p.snapshot()
+			if tt.asked != "" && !slices.Contains(asked, tt.asked) {
+				t.Errorf("the peer was asked %q, want %q among them", asked, tt.asked)
+			}
+			if tt.tool == "trigger-long-running-operation" {
+				if len(progress) != 2 || progress[0].ProgressToken != float64(5) || progress[1].ProgressToken != float64(5) {
+					t.Errorf("progress %+v, want 2 notifications with the caller's token 5", progress)
+				}
+			}
+		})
 	}
 }

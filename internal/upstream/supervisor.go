@@ -68,10 +68,26 @@ type supervisor struct {
 	cmds   chan command
 	exited chan struct{} // closed when run returns
 
+	seq *atomic.Uint64 // the Manager's progress token counter
+
 	mu     sync.RWMutex // guards the fields below; read on every call
 	status Status
 	live   *session // the serving session; non-nil only while CONNECTED or DEGRADED
 	disc   Discovery
+	// expired: the last session ended because the server forgot it (an HTTP
+	// server that restarted answers 404 to the old session id). The next
+	// call reconnects instead of failing.
+	expired bool
+
+	relayMu sync.Mutex                 // guards the fields below
+	levels  map[string]peerLevel       // log level per peer ID ("" for calls without a peer)
+	subs    map[string]map[string]Peer // subscribers of resource URIs, by peer ID ("" with a nil Peer: calls without one)
+}
+
+// peerLevel is the log level a peer asked a server for.
+type peerLevel struct {
+	peer  Peer // nil for calls without a peer
+	level mcp.LoggingLevel
 }
 
 // session is one connection to the server, from the connect attempt that
@@ -98,6 +114,13 @@ type session struct {
 
 	pending atomic.Uint32 // changeKinds announced by list_changed and not yet re-discovered
 	changed chan struct{} // capacity 1: wakes the supervisor
+
+	router *router // relays what the server sends during calls on this session
+
+	peerMu    sync.Mutex
+	peers     map[string]*peerSession // per-peer sessions opened under this one (sse/http), by peer ID
+	peersShut bool                    // torn down: no more per-peer sessions
+	peerWG    sync.WaitGroup          // one per per-peer session goroutine
 }
 
 func newSession(parent context.Context) *session {
@@ -105,6 +128,7 @@ func newSession(parent context.Context) *session {
 		ended:   make(chan struct{}),
 		settled: make(chan struct{}),
 		changed: make(chan struct{}, 1),
+		peers:   make(map[string]*peerSession),
 	}
 	sess.ctx, sess.cancel = context.WithCancel(parent)
 	return sess
@@ -121,11 +145,14 @@ func (sess *session) notify(k changeKind) {
 	}
 }
 
-func newSupervisor(parent context.Context, cfg *config.Server, opts *Options, log *slog.Logger) *supervisor {
+func newSupervisor(parent context.Context, cfg *config.Server, opts *Options, log *slog.Logger, seq *atomic.Uint64) *supervisor {
 	s := &supervisor{
 		name:   cfg.Name,
 		cfg:    cfg,
 		opts:   opts,
+		seq:    seq,
+		levels: make(map[string]peerLevel),
+		subs:   make(map[string]map[string]Peer),
 		log:    log.With("server", cfg.Name),
 		cmds:   make(chan command),
 		exited: make(chan struct{}),
@@ -194,8 +221,10 @@ func (s *supervisor) run() {
 		waiters = nil
 	}
 	// stopSession ends the serving session: deliberately (to DISCONNECTED,
-	// reason "") or because it died (to ERROR with the reason).
-	stopSession := func(to State, reason func() string) {
+	// reason "") or because it died (to ERROR with the reason). expired
+	// records that the server forgot the session, before any caller waiting
+	// for settled looks.
+	stopSession := func(to State, reason func() string, expired bool) {
 		debounce.Stop()
 		debouncing, again = false, false
 		sess.cancel()
@@ -204,7 +233,10 @@ func (s *supervisor) run() {
 			redisc = nil
 		}
 		s.teardown(sess)
-		s.transition(to, reason(), func(st *Status) { s.live = nil })
+		s.transition(to, reason(), func(st *Status) {
+			s.live = nil
+			s.expired = expired
+		})
 		close(sess.settled)
 		sess = nil
 	}
@@ -236,7 +268,7 @@ func (s *supervisor) run() {
 				abort("upstream stopped")
 			}
 			if sess != nil {
-				stopSession(StateDisconnected, func() string { return "" })
+				stopSession(StateDisconnected, func() string { return "" }, false)
 			}
 			s.transition(StateDisconnected, "", nil)
 			return
@@ -259,7 +291,7 @@ func (s *supervisor) run() {
 					abort("connect aborted by disconnect")
 				}
 				if sess != nil {
-					stopSession(StateDisconnected, func() string { return "" })
+					stopSession(StateDisconnected, func() string { return "" }, false)
 				}
 				s.transition(StateDisconnected, "", nil)
 				c.reply <- nil
@@ -305,7 +337,7 @@ func (s *supervisor) run() {
 				reason := s.endReason(dead)
 				s.log.Warn("upstream session ended", "reason", reason)
 				return reason
-			})
+			}, errors.Is(dead.waitErr, mcp.ErrSessionMissing))
 
 		case <-changed:
 			// A fixed window from the first notification: a server that
@@ -349,6 +381,7 @@ func (s *supervisor) transition(to State, reason string, mutate func(*Status)) {
 	s.status.LastError = reason
 	if from != to {
 		s.status.Since = now
+		s.expired = false
 	}
 	if mutate != nil {
 		mutate(&s.status)
@@ -427,6 +460,7 @@ func (s *supervisor) connect(ctx context.Context) attemptResult {
 		return attemptResult{err: err, reason: reason}
 	}
 
+	sess.router = newRouter(s.name, s.log, nil, s.seq, s.opts.OnResourceUpdated)
 	t, err := s.transport(sess)
 	if err != nil {
 		return fail("preparing transport", err)
@@ -435,10 +469,10 @@ func (s *supervisor) connect(ctx context.Context) attemptResult {
 	// Until the attempt succeeds, its deadline also bounds the session
 	// lifetime (and with it the sse event stream opened by Connect).
 	stop := context.AfterFunc(ctx, sess.cancel)
-	client := mcp.NewClient(s.opts.Implementation, &mcp.ClientOptions{
-		Logger: s.log,
-		// The gateway offers no roots, sampling or elicitation upstream.
-		Capabilities:               &mcp.ClientCapabilities{},
+	// The session is shared by every caller (stdio) or by the calls without
+	// a peer (sse/http): it declares all that the gateway can relay, and the
+	// router checks each request against the capabilities of its peer.
+	client := newClient(s.opts.Implementation, s.log, sess.router, sharedCapabilities(), mcp.ClientOptions{
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { sess.notify(kindTools) },
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { sess.notify(kindResources) },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { sess.notify(kindPrompts) },
@@ -461,6 +495,7 @@ func (s *supervisor) connect(ctx context.Context) attemptResult {
 		stop()
 		return fail("discovering", err)
 	}
+	s.resubscribe(ctx, sess)
 	if !stop() { // the deadline hit just now and is cancelling the session
 		return fail("discovering", ctx.Err())
 	}
@@ -497,7 +532,7 @@ func (s *supervisor) transport(sess *session) (mcp.Transport, error) {
 		cmd.Stderr = pw
 		sess.cmd = cmd
 		inner := &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.ShutdownTimeout}
-		return &lifetimeTransport{inner: inner, ctx: sess.ctx, started: func(err error) {
+		return &lifetimeTransport{inner: inner, ctx: sess.ctx, wrap: sess.router.wrap, started: func(err error) {
 			pw.Close() // the child has its copy
 			if err != nil {
 				pr.Close()
@@ -517,20 +552,12 @@ func (s *supervisor) transport(sess *session) (mcp.Transport, error) {
 		}}, nil
 
 	case config.TransportHTTP, config.TransportSSE:
-		u, err := url.Parse(s.cfg.URL)
-		if err != nil || u.Host == "" {
-			return nil, errors.New("invalid url") // url.Parse's message would repeat the URL, credentials included
+		t, red, err := s.httpTransport(sess.ctx, sess.router)
+		if err != nil {
+			return nil, err
 		}
-		headers := s.cfg.ResolvedHeaders()
-		sess.redact = newRedactor(u, s.cfg.URL, headers)
-		client := httpClient(s.opts.HTTPClient, u, headers)
-		var inner mcp.Transport
-		if s.cfg.Transport == config.TransportHTTP {
-			inner = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: client}
-		} else {
-			inner = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: client}
-		}
-		return &lifetimeTransport{inner: inner, ctx: sess.ctx}, nil
+		sess.redact = red
+		return t, nil
 
 	default:
 		return nil, fmt.Errorf("unknown transport %q", s.cfg.Transport)
@@ -609,6 +636,7 @@ func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
 // never got further than building its transport.
 func (s *supervisor) teardown(sess *session) {
 	sess.cancel()
+	s.shutPeers(sess)
 	if sess.cs != nil {
 		if err := sess.cs.Close(); err != nil {
 			s.log.Debug("upstream session close", "error", sess.redact.Error(err))

@@ -127,12 +127,16 @@ type lifetimeTransport struct {
 	inner   mcp.Transport
 	ctx     context.Context
 	started func(error)
+	wrap    func(mcp.Connection) mcp.Connection // if set, applied to the connection
 }
 
 func (t *lifetimeTransport) Connect(context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(t.ctx)
 	if t.started != nil {
 		t.started(err)
+	}
+	if err == nil && t.wrap != nil {
+		conn = t.wrap(conn)
 	}
 	return conn, err
 }

@@ -6,6 +6,44 @@
 // machine. Callers talk to a [Manager]; they never see the supervisor. State
 // reads ([Manager.Status], [Manager.Session]) take only a read lock so they can
 // sit on the hot path of every proxied call.
+//
+// # Relaying to the calling client
+//
+// A call made with a [Peer] in its context ([WithPeer]) gets what the server
+// sends while serving it relayed to that peer: progress notifications, log
+// messages, and sampling, elicitation and roots requests. A request for a
+// feature the peer did not declare is refused with an error, never relayed.
+//
+// An sse/http server gets a session per peer, opened on the peer's first call
+// with the transport settings of the server's primary session and declaring
+// the peer's own sampling, elicitation and roots support: everything the
+// server sends on it is the peer's. It closes when the peer's Done channel
+// does, after Options.PeerSessionIdle without calls, and with the primary
+// session (disconnect, error, removal, Close).
+//
+// A stdio server has one session, shared by every caller, and the primary
+// session of an sse/http server serves the calls made without a peer. It
+// declares sampling, elicitation and roots, so that servers offer the tools
+// that need them, and attributes what arrives on it:
+//   - progress by token: each call's progress token is replaced by one unique
+//     to the call and mapped back to the caller's own token (string or
+//     number, unchanged) on the way to its peer;
+//   - input requests that a new-protocol (2026-07-28) server embeds in a
+//     call's result, to that call's peer;
+//   - anything else (log messages; sampling, elicitation and roots requests
+//     of a legacy server, which say nothing of the call they belong to) to
+//     the one peer with calls in flight on the session. With none, or with
+//     several callers (a call without a peer counts as one), requests are
+//     refused with an error saying so and log messages are dropped.
+//
+// That last rule is the limitation of a shared session: a stdio server
+// serves one client, and the gateway can only guess which caller a request
+// is for when a single one is waiting.
+//
+// A session an HTTP server no longer knows (it restarted, and answers 404 to
+// the old session id) is replaced on the next call, which is then retried
+// once: the primary session through the supervisor, re-discovering the
+// server, and a per-peer session directly.
 package upstream
 
 import (
@@ -102,6 +140,13 @@ type Options struct {
 	// dial, TLS and idle timeouts but no overall Timeout, because streams are
 	// long-lived. It is cloned per server, never modified.
 	HTTPClient *http.Client
+	// OnResourceUpdated is called when a server says a subscribed resource
+	// changed (see [Manager.Subscribe]); the caller maps it to the interested
+	// clients. It is called from the session's reader: it must not block long.
+	OnResourceUpdated func(server string, p *mcp.ResourceUpdatedNotificationParams)
+	// PeerSessionIdle is how long a per-peer session (sse/http) stays open
+	// without calls; default 5 minutes.
+	PeerSessionIdle time.Duration
 }
 
 // ErrNotFound is returned for a server name the Manager does not know.

@@ -1,0 +1,260 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/config"
+)
+
+// errSessionEnded is returned for a per-peer session requested while the
+// primary session is being torn down.
+var errSessionEnded = errors.New("upstream session ended")
+
+// errPeerGone is returned for a per-peer session requested for a peer whose
+// Done is closed.
+var errPeerGone = errors.New("the client's session has ended")
+
+// peerSession is a session to an sse/http server dedicated to one peer, so
+// that what the server sends on it reaches that peer and nobody else. It is
+// owned by the primary session it was opened under: it never outlives it.
+type peerSession struct {
+	peer   Peer
+	id     string
+	router *router
+	ctx    context.Context // its lifetime; cancelled to close it
+	cancel context.CancelFunc
+	ready  chan struct{} // closed when the connect finished
+	ended  chan struct{} // closed when the session is over (or never started)
+
+	cs  *mcp.ClientSession // set before ready on success
+	err error              // set before ready on failure
+
+	// Guarded by the primary session's peerMu.
+	active   int       // calls holding it
+	lastUsed time.Time // when the last call released it
+}
+
+// usesPeerSessions reports whether calls that carry a peer get a session of
+// their own. A stdio server has one session (its stdin/stdout), which every
+// caller shares.
+func (s *supervisor) usesPeerSessions() bool {
+	return s.cfg.Transport == config.TransportHTTP || s.cfg.Transport == config.TransportSSE
+}
+
+// acquirePeer returns the session of peer p under the primary session sess,
+// opening it if there is none yet; concurrent first calls share one opening.
+// The caller must releasePeer it.
+func (s *supervisor) acquirePeer(ctx context.Context, sess *session, p Peer) (*peerSession, error) {
+	if closed(p.Done()) {
+		return nil, errPeerGone // no session for a client that cannot get its answer
+	}
+	id := p.ID()
+	sess.peerMu.Lock()
+	if sess.peersShut {
+		sess.peerMu.Unlock()
+		return nil, errSessionEnded
+	}
+	ps := sess.peers[id]
+	if ps != nil && closed(ps.ended) {
+		s.forgetLocked(sess, ps)
+		ps = nil
+	}
+	if ps == nil {
+		ps = &peerSession{
+			peer:   p,
+			id:     id,
+			router: newRouter(s.name, s.log, p, s.seq, s.opts.OnResourceUpdated),
+			ready:  make(chan struct{}),
+			ended:  make(chan struct{}),
+		}
+		ps.ctx, ps.cancel = context.WithCancel(sess.ctx)
+		sess.peers[id] = ps
+		sess.peerWG.Go(func() { s.runPeer(sess, ps) })
+	}
+	ps.active++
+	sess.peerMu.Unlock()
+
+	select {
+	case <-ps.ready:
+	case <-ctx.Done():
+		s.releasePeer(sess, ps)
+		return nil, ctx.Err()
+	}
+	if ps.err != nil {
+		s.releasePeer(sess, ps)
+		return nil, ps.err
+	}
+	return ps, nil
+}
+
+func (s *supervisor) releasePeer(sess *session, ps *peerSession) {
+	sess.peerMu.Lock()
+	ps.active--
+	ps.lastUsed = time.Now()
+	sess.peerMu.Unlock()
+}
+
+// openPeer returns p's open session under sess, or nil: for settings that
+// are worth sending to a session but not worth opening one for. The caller
+// must releasePeer it.
+func (s *supervisor) openPeer(sess *session, p Peer) *peerSession {
+	sess.peerMu.Lock()
+	defer sess.peerMu.Unlock()
+	ps := sess.peers[p.ID()]
+	if ps == nil || !closed(ps.ready) || ps.err != nil || closed(ps.ended) {
+		return nil
+	}
+	ps.active++
+	return ps
+}
+
+// dropPeer closes ps (the server forgot it); the next call opens a new one.
+func (s *supervisor) dropPeer(sess *session, ps *peerSession) {
+	sess.peerMu.Lock()
+	s.forgetLocked(sess, ps)
+	sess.peerMu.Unlock()
+	ps.cancel()
+}
+
+func (s *supervisor) forgetLocked(sess *session, ps *peerSession) {
+	if sess.peers[ps.id] == ps {
+		delete(sess.peers, ps.id)
+	}
+}
+
+// shutPeers closes every per-peer session of sess and waits for them; no
+// new one can be opened afterwards. sess.ctx must be cancelled already.
+func (s *supervisor) shutPeers(sess *session) {
+	sess.peerMu.Lock()
+	sess.peersShut = true
+	sess.peerMu.Unlock()
+	sess.peerWG.Wait()
+}
+
+// runPeer opens ps and closes it when its peer goes away, when it has been
+// idle for Options.PeerSessionIdle, when the server ends it, or when the
+// primary session ends.
+func (s *supervisor) runPeer(sess *session, ps *peerSession) {
+	defer ps.cancel()
+	cs, err := s.connectPeer(sess, ps)
+	if err != nil {
+		s.log.Debug("upstream per-client session failed", "error", err)
+		ps.err = err
+		sess.peerMu.Lock()
+		s.forgetLocked(sess, ps)
+		sess.peerMu.Unlock()
+		close(ps.ended)
+		close(ps.ready)
+		return
+	}
+	ps.cs = cs
+	var waitErr error
+	go func() {
+		waitErr = cs.Wait()
+		close(ps.ended)
+	}()
+	close(ps.ready)
+	s.log.Debug("upstream per-client session opened")
+
+	idle := time.NewTimer(s.opts.PeerSessionIdle)
+	defer idle.Stop()
+	reason := ""
+	for reason == "" {
+		select {
+		case <-ps.peer.Done():
+			reason = "client gone"
+		case <-ps.ctx.Done():
+			reason = "closed"
+		case <-ps.ended:
+			reason = "ended by server"
+		case <-idle.C:
+			sess.peerMu.Lock()
+			switch left := s.opts.PeerSessionIdle - time.Since(ps.lastUsed); {
+			case ps.active > 0:
+				idle.Reset(s.opts.PeerSessionIdle)
+			case left > 0:
+				idle.Reset(left)
+			default:
+				reason = "idle"
+			}
+			if reason != "" {
+				s.forgetLocked(sess, ps) // under the lock that acquirePeer takes
+			}
+			sess.peerMu.Unlock()
+		}
+	}
+	sess.peerMu.Lock()
+	s.forgetLocked(sess, ps)
+	sess.peerMu.Unlock()
+	if reason == "client gone" {
+		s.forgetLevel(ps.peer)
+	}
+	ps.cancel()
+	if err := cs.Close(); err != nil {
+		s.log.Debug("upstream per-client session close", "error", sess.redact.Error(err))
+	}
+	<-ps.ended
+	s.log.Debug("upstream per-client session closed", "reason", reason, "error", sess.redact.Error(waitErr))
+}
+
+// connectPeer connects a session for ps with the primary session's
+// transport settings and the peer's capabilities.
+func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithTimeout(ps.ctx, s.opts.ConnectTimeout)
+	defer cancel()
+	t, _, err := s.httpTransport(ps.ctx, ps.router)
+	if err != nil {
+		return nil, err
+	}
+	client := newClient(s.opts.Implementation, s.log, ps.router, peerCapabilities(ps.peer), mcp.ClientOptions{})
+	cs, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening a session for the client on server %q: %s", s.name, sess.redact.Error(err))
+	}
+	if level := s.level(ps.peer); level != "" && !usesNewProtocol(cs) {
+		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+			s.log.Debug("upstream per-client log level not set", "error", sess.redact.Error(err))
+		}
+	}
+	return cs, nil
+}
+
+// httpTransport builds an sse/http transport whose streams live as long as
+// lifetime and relay through r, and the redactor of its settings.
+func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Transport, *redactor, error) {
+	u, err := url.Parse(s.cfg.URL)
+	if err != nil || u.Host == "" {
+		return nil, nil, errors.New("invalid url") // url.Parse's message would repeat the URL, credentials included
+	}
+	headers := s.cfg.ResolvedHeaders()
+	red := newRedactor(u, s.cfg.URL, headers)
+	client := *httpClient(s.opts.HTTPClient, u, headers)
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	client.Transport = &eventTransport{base: base, r: r}
+	var inner mcp.Transport
+	if s.cfg.Transport == config.TransportHTTP {
+		inner = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client}
+	} else {
+		inner = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client}
+	}
+	return &lifetimeTransport{inner: inner, ctx: lifetime}, red, nil
+}
+
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,269 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// callSpec describes a call to relay.
+type callSpec struct {
+	op     func() string // what the call does, for errors: `calling tool "x"`
+	meta   mcp.Meta      // the caller's _meta
+	shared bool          // always on the primary session, even with a peer
+}
+
+// relay runs one call on the server: on the peer's own session (sse/http
+// with a peer in ctx) or on the primary one. The call is aborted if its
+// session is torn down meanwhile, and a call that failed because the primary
+// session ended reports the server's new state.
+//
+// A session the server no longer knows (an HTTP server that restarted
+// answers 404) is replaced, and the call retried once: the server rejected
+// the request without running it. The primary session is replaced through
+// the supervisor, with a re-discovery, so the server's status shows it.
+func relay[R any](ctx context.Context, m *Manager, server string, spec callSpec, call func(context.Context, *mcp.ClientSession, mcp.Meta) (R, error)) (R, error) {
+	var zero R
+	s, err := m.get(server)
+	if err != nil {
+		return zero, err
+	}
+	peer, _ := PeerFrom(ctx)
+	info := &callInfo{peer: peer, ctx: ctx}
+	ctx = context.WithValue(ctx, callKey{}, info)
+	perPeer := peer != nil && !spec.shared && s.usesPeerSessions()
+	healed, redone := false, false
+	heal := func() error {
+		healed = true
+		s.log.Info("upstream session expired; reconnecting")
+		return m.Connect(ctx, server)
+	}
+	for {
+		sess, err := s.serving()
+		if err != nil {
+			if !healed && s.isExpired() {
+				if err := heal(); err != nil {
+					return zero, err
+				}
+				continue
+			}
+			return zero, err
+		}
+		unavailable := func(cause error) error {
+			st := s.snapshot()
+			return &UnavailableError{Server: server, State: st.State, Reason: st.LastError, cause: cause}
+		}
+		failed := func(err error) error {
+			return &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, sess.redact.Error(err)), err: err}
+		}
+
+		r, cs, lifetime := sess.router, sess.cs, sess.ctx
+		var ps *peerSession
+		if perPeer {
+			if ps, err = s.acquirePeer(ctx, sess, peer); err != nil {
+				if ctx.Err() == nil && sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
+					return zero, unavailable(err)
+				}
+				if errors.Is(err, ctx.Err()) {
+					return zero, failed(err)
+				}
+				return zero, err // says what failed, redacted
+			}
+			r, cs, lifetime = ps.router, ps.cs, ps.ctx
+		}
+		meta, end := r.begin(info, spec.meta, s.level(peer), usesNewProtocol(cs))
+		res, err := runOn(ctx, lifetime, cs, meta, call)
+		end()
+		if ps != nil {
+			s.releasePeer(sess, ps)
+		}
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return zero, failed(err)
+		}
+		expired := errors.Is(err, mcp.ErrSessionMissing)
+		if ps != nil {
+			if expired && !redone {
+				// The server forgot the peer's session. If it restarted, it
+				// forgot the primary one too: a ping finds out, and ends
+				// the primary session if so, before the retry.
+				redone = true
+				s.dropPeer(sess, ps)
+				if perr := sess.cs.Ping(ctx, nil); errors.Is(perr, mcp.ErrSessionMissing) {
+					s.lost(ctx, sess, perr)
+				}
+				continue
+			}
+			if sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
+				return zero, unavailable(err)
+			}
+			return zero, failed(err)
+		}
+		if s.lost(ctx, sess, err) {
+			if expired && !healed {
+				if err := heal(); err != nil {
+					return zero, err
+				}
+				continue
+			}
+			return zero, unavailable(err)
+		}
+		return zero, failed(err)
+	}
+}
+
+// runOn runs call on cs, aborting it when lifetime ends.
+func runOn[R any](ctx, lifetime context.Context, cs *mcp.ClientSession, meta mcp.Meta, call func(context.Context, *mcp.ClientSession, mcp.Meta) (R, error)) (R, error) {
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(lifetime, cancel)
+	defer stop()
+	return call(callCtx, cs, meta)
+}
+
+// lost reports whether err means the session is gone, waiting until the
+// supervisor has recorded that in Status (so the caller reports the right
+// state), or until ctx ends.
+func (s *supervisor) lost(ctx context.Context, sess *session, err error) bool {
+	if sess.ctx.Err() == nil {
+		if !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, mcp.ErrSessionMissing) &&
+			!errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return false
+		}
+		// The connection broke under the call; the SDK winds the session
+		// down (stdio: reaps the process) before the supervisor hears of it.
+		t := time.NewTimer(s.opts.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-sess.ended:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	select {
+	case <-sess.settled:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// isExpired reports whether the last session ended because the server forgot it.
+func (s *supervisor) isExpired() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.expired && !s.status.State.serving()
+}
+
+func peerID(p Peer) string {
+	if p == nil {
+		return ""
+	}
+	return p.ID()
+}
+
+// level is the log level p asked this server for, or "".
+func (s *supervisor) level(p Peer) mcp.LoggingLevel {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	return s.levels[peerID(p)].level
+}
+
+// setLevel records p's log level, and forgets those of peers that are gone.
+func (s *supervisor) setLevel(p Peer, level mcp.LoggingLevel) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	for id, l := range s.levels {
+		if l.peer != nil && closed(l.peer.Done()) {
+			delete(s.levels, id)
+		}
+	}
+	s.levels[peerID(p)] = peerLevel{peer: p, level: level}
+}
+
+// forgetLevel forgets the log level of a peer that is gone.
+func (s *supervisor) forgetLevel(p Peer) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	delete(s.levels, p.ID())
+}
+
+// resubscribe renews the resource subscriptions on a new session, and
+// forgets those whose subscribers are all gone.
+func (s *supervisor) resubscribe(ctx context.Context, sess *session) {
+	s.relayMu.Lock()
+	var uris []string
+	for uri, peers := range s.subs {
+		if prune(peers); len(peers) == 0 {
+			delete(s.subs, uri)
+			continue
+		}
+		uris = append(uris, uri)
+	}
+	s.relayMu.Unlock()
+	for _, uri := range uris {
+		if err := sess.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			s.log.Warn("upstream resubscribe failed", "uri", uri, "error", sess.redact.Error(err))
+		}
+	}
+}
+
+// subscribe adds p to the subscribers of uri, and reports whether it is the
+// first (live) one: the one to subscribe upstream.
+func (s *supervisor) subscribe(uri string, p Peer) (first bool) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	peers := s.subs[uri]
+	if peers == nil {
+		peers = make(map[string]Peer)
+		s.subs[uri] = peers
+	}
+	prune(peers)
+	first = len(peers) == 0
+	peers[peerID(p)] = p
+	return first
+}
+
+// unsubscribe removes p from the subscribers of uri, and reports whether it
+// was the last (live) one: the one to unsubscribe upstream.
+func (s *supervisor) unsubscribe(uri string, p Peer) (last bool) {
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
+	peers := s.subs[uri]
+	if _, ok := peers[peerID(p)]; !ok {
+		return false
+	}
+	delete(peers, peerID(p))
+	if prune(peers); len(peers) > 0 {
+		return false
+	}
+	delete(s.subs, uri)
+	return true
+}
+
+// prune drops the subscribers that are gone.
+func prune(peers map[string]Peer) {
+	for id, p := range peers {
+		if p != nil && closed(p.Done()) {
+			delete(peers, id)
+		}
+	}
+}
+
+// relayError is an upstream call's failure with its text redacted; the
+// original stays reachable for errors.Is and errors.As (e.g. *jsonrpc.Error).
+type relayError struct {
+	msg string
+	err error
+}
+
+func (e *relayError) Error() string { return e.msg }
+func (e *relayError) Unwrap() error { return e.err }
