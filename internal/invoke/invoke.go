@@ -26,6 +26,10 @@ type Upstreams interface {
 	CallTool(ctx context.Context, server string, params *mcp.CallToolParams) (*mcp.CallToolResult, error)
 	ReadResource(ctx context.Context, server string, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
 	GetPrompt(ctx context.Context, server string, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
+	Complete(ctx context.Context, server string, params *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	Subscribe(ctx context.Context, server string, params *mcp.SubscribeParams) error
+	Unsubscribe(ctx context.Context, server string, params *mcp.UnsubscribeParams) error
+	SetLoggingLevel(ctx context.Context, server string, params *mcp.SetLoggingLevelParams) error
 }
 
 // Options configure a Pipeline. nil means defaults.
@@ -135,12 +139,25 @@ func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
 	}, nil
 }
 
-// ReadResource reads a resource by its namespaced URI.
-func (p *Pipeline) ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
-	snap := p.cat.Snapshot()
-	server, original, ok := snap.ResolveURI(params.URI)
+// resolveURI maps a resource URI to its server and original URI. scope ""
+// means the URI is namespaced; otherwise it is scope's own URI.
+func (p *Pipeline) resolveURI(snap *catalog.Snapshot, scope, uri string) (server, original string, err error) {
+	if scope != "" {
+		return scope, uri, nil
+	}
+	server, original, ok := snap.ResolveURI(uri)
 	if !ok {
-		return nil, &Error{Code: CodeToolNotFound, Message: "unknown resource " + quote(params.URI)}
+		return "", "", &Error{Code: CodeToolNotFound, Message: "unknown resource " + quote(uri)}
+	}
+	return server, original, nil
+}
+
+// ReadResource reads a resource by its URI (namespaced, or scope's own).
+func (p *Pipeline) ReadResource(ctx context.Context, scope string, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	snap := p.cat.Snapshot()
+	server, original, err := p.resolveURI(snap, scope, params.URI)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -150,8 +167,11 @@ func (p *Pipeline) ReadResource(ctx context.Context, params *mcp.ReadResourcePar
 	if err != nil {
 		return nil, p.classify(ctx, server, "reading resource "+quote(params.URI), err)
 	}
-	// Contents name the URI they came from; clients must see the namespaced form
-	// so that what they read can be read again.
+	if scope != "" {
+		return res, nil
+	}
+	// Contents name the URI they came from; clients must see the namespaced
+	// form so that what they read can be read again.
 	out := *res
 	out.Contents = make([]*mcp.ResourceContents, len(res.Contents))
 	for i, c := range res.Contents {
@@ -165,21 +185,117 @@ func (p *Pipeline) ReadResource(ctx context.Context, params *mcp.ReadResourcePar
 	return &out, nil
 }
 
-// GetPrompt renders a prompt by its namespaced name.
-func (p *Pipeline) GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
-	pr, ok := p.cat.Snapshot().Prompt(params.Name)
+// resolvePrompt maps a prompt name (namespaced, or scope's own) to its
+// server and original name.
+func (p *Pipeline) resolvePrompt(scope, name string) (server, original string, err error) {
+	if scope != "" {
+		return scope, name, nil
+	}
+	pr, ok := p.cat.Snapshot().Prompt(name)
 	if !ok {
-		return nil, &Error{Code: CodeToolNotFound, Message: "unknown prompt " + quote(params.Name)}
+		return "", "", &Error{Code: CodeToolNotFound, Message: "unknown prompt " + quote(name)}
+	}
+	return pr.Server, pr.OriginalName, nil
+}
+
+// GetPrompt renders a prompt by its name (namespaced, or scope's own).
+func (p *Pipeline) GetPrompt(ctx context.Context, scope string, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	server, original, err := p.resolvePrompt(scope, params.Name)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	fwd := *params
-	fwd.Name = pr.OriginalName
-	res, err := p.up.GetPrompt(ctx, pr.Server, &fwd)
+	fwd.Name = original
+	res, err := p.up.GetPrompt(ctx, server, &fwd)
 	if err != nil {
-		return nil, p.classify(ctx, pr.Server, "getting prompt "+quote(params.Name), err)
+		return nil, p.classify(ctx, server, "getting prompt "+quote(params.Name), err)
 	}
 	return res, nil
+}
+
+// Complete relays completion/complete to the server owning the referenced
+// prompt or resource template.
+func (p *Pipeline) Complete(ctx context.Context, scope string, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	if params == nil || params.Ref == nil {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "completion/complete needs a ref"}
+	}
+	fwd := *params
+	ref := *params.Ref
+	fwd.Ref = &ref
+	var server string
+	var err error
+	switch ref.Type {
+	case "ref/prompt":
+		server, ref.Name, err = p.resolvePrompt(scope, ref.Name)
+	case "ref/resource":
+		server, ref.URI, err = p.resolveURI(p.cat.Snapshot(), scope, ref.URI)
+	default:
+		err = &Error{Code: CodeInvalidArgument, Message: "unknown completion ref type " + quote(ref.Type)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	res, err := p.up.Complete(ctx, server, &fwd)
+	if err != nil {
+		return nil, p.classify(ctx, server, "completing", err)
+	}
+	return res, nil
+}
+
+// Subscribe relays resources/subscribe to the resource's server.
+func (p *Pipeline) Subscribe(ctx context.Context, scope string, params *mcp.SubscribeParams) error {
+	server, original, err := p.resolveURI(p.cat.Snapshot(), scope, params.URI)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	fwd := *params
+	fwd.URI = original
+	if err := p.up.Subscribe(ctx, server, &fwd); err != nil {
+		return p.classify(ctx, server, "subscribing to "+quote(params.URI), err)
+	}
+	return nil
+}
+
+// Unsubscribe relays resources/unsubscribe to the resource's server.
+func (p *Pipeline) Unsubscribe(ctx context.Context, scope string, params *mcp.UnsubscribeParams) error {
+	server, original, err := p.resolveURI(p.cat.Snapshot(), scope, params.URI)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	fwd := *params
+	fwd.URI = original
+	if err := p.up.Unsubscribe(ctx, server, &fwd); err != nil {
+		return p.classify(ctx, server, "unsubscribing from "+quote(params.URI), err)
+	}
+	return nil
+}
+
+// SetLoggingLevel relays logging/setLevel to scope's server, or to every
+// available server of the catalog. Servers without logging answer with an
+// error that does not concern the client: the first other failure is
+// returned.
+func (p *Pipeline) SetLoggingLevel(ctx context.Context, scope string, params *mcp.SetLoggingLevelParams) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	servers := []string{scope}
+	if scope == "" {
+		servers = p.cat.Snapshot().AvailableServers()
+	}
+	var first error
+	for _, s := range servers {
+		if err := p.up.SetLoggingLevel(ctx, s, params); err != nil && first == nil {
+			first = p.classify(ctx, s, "setting the log level", err)
+		}
+	}
+	return first
 }
 
 // classify maps a routing failure into the shared vocabulary, keeping the

@@ -34,6 +34,25 @@ func (f *fakeUpstreams) GetPrompt(ctx context.Context, server string, p *mcp.Get
 	return &mcp.GetPromptResult{Description: server + ":" + p.Name}, nil
 }
 
+func (f *fakeUpstreams) Complete(ctx context.Context, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{server, p.Ref.Name + p.Ref.URI}}}, nil
+}
+
+func (f *fakeUpstreams) Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error {
+	f.srv = server + " " + p.URI
+	return nil
+}
+
+func (f *fakeUpstreams) Unsubscribe(ctx context.Context, server string, p *mcp.UnsubscribeParams) error {
+	f.srv = server + " " + p.URI
+	return nil
+}
+
+func (f *fakeUpstreams) SetLoggingLevel(ctx context.Context, server string, p *mcp.SetLoggingLevelParams) error {
+	f.srv += server + ","
+	return nil
+}
+
 func newCatalog(t *testing.T) *catalog.Catalog {
 	t.Helper()
 	cat := catalog.New(nil)
@@ -144,7 +163,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 	p := New(newCatalog(t), &fakeUpstreams{}, nil)
 	snap := p.cat.Snapshot()
 	uri := snap.NamespaceURI("b", "mem://x")
-	res, err := p.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: uri})
+	res, err := p.ReadResource(t.Context(), "", &mcp.ReadResourceParams{URI: uri})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,11 +171,46 @@ func TestResourcesAndPrompts(t *testing.T) {
 	if res.Contents[0].Text != "b" || res.Contents[0].URI != uri {
 		t.Errorf("contents = %+v, want server b and URI %s", res.Contents[0], uri)
 	}
-	if _, err := p.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "zz+mem://x"}); CodeOf(err) != CodeToolNotFound {
+	if _, err := p.ReadResource(t.Context(), "", &mcp.ReadResourceParams{URI: "zz+mem://x"}); CodeOf(err) != CodeToolNotFound {
 		t.Errorf("unknown resource: %v", err)
 	}
-	pr, err := p.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "a.p"})
+	pr, err := p.GetPrompt(t.Context(), "", &mcp.GetPromptParams{Name: "a.p"})
 	if err != nil || pr.Description != "a:p" {
 		t.Errorf("prompt = %+v, %v", pr, err)
+	}
+	// A transparent endpoint uses the server's own names.
+	res, err = p.ReadResource(t.Context(), "a", &mcp.ReadResourceParams{URI: "mem://x"})
+	if err != nil || res.Contents[0].Text != "a" || res.Contents[0].URI != "mem://x" {
+		t.Errorf("scoped read = %+v, %v", res, err)
+	}
+	if pr, err := p.GetPrompt(t.Context(), "b", &mcp.GetPromptParams{Name: "p"}); err != nil || pr.Description != "b:p" {
+		t.Errorf("scoped prompt = %+v, %v", pr, err)
+	}
+}
+
+func TestCompleteSubscribeSetLevel(t *testing.T) {
+	up := &fakeUpstreams{}
+	p := New(newCatalog(t), up, nil)
+	res, err := p.Complete(t.Context(), "", &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "b.p"}})
+	if err != nil || res.Completion.Values[0] != "b" || res.Completion.Values[1] != "p" {
+		t.Errorf("complete prompt = %+v, %v", res, err)
+	}
+	uri := p.cat.Snapshot().NamespaceURI("a", "mem://x")
+	res, err = p.Complete(t.Context(), "", &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/resource", URI: uri}})
+	if err != nil || res.Completion.Values[0] != "a" || res.Completion.Values[1] != "mem://x" {
+		t.Errorf("complete resource = %+v, %v", res, err)
+	}
+	if _, err := p.Complete(t.Context(), "", &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/nope"}}); CodeOf(err) != CodeInvalidArgument {
+		t.Errorf("bad ref: %v", err)
+	}
+	if err := p.Subscribe(t.Context(), "", &mcp.SubscribeParams{URI: uri}); err != nil || up.srv != "a mem://x" {
+		t.Errorf("subscribe routed to %q, %v", up.srv, err)
+	}
+	if err := p.Unsubscribe(t.Context(), "b", &mcp.UnsubscribeParams{URI: "mem://y"}); err != nil || up.srv != "b mem://y" {
+		t.Errorf("scoped unsubscribe routed to %q, %v", up.srv, err)
+	}
+	up.srv = ""
+	if err := p.SetLoggingLevel(t.Context(), "", &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil || up.srv != "a,b," {
+		t.Errorf("setLevel went to %q, %v", up.srv, err)
 	}
 }
