@@ -1,18 +1,383 @@
 package front
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// StreamableHandler serves MCP Streamable HTTP (mount at /mcp).
-func (f *Front) StreamableHandler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
-		&mcp.StreamableHTTPOptions{Logger: f.logger})
+// Defaults of [HTTPOptions].
+const (
+	// DefaultMaxBodyBytes bounds one POSTed JSON-RPC payload: large enough
+	// for any sane tool arguments, small enough that a client cannot make
+	// the gateway buffer unbounded memory.
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultSessionTimeout is how long a Streamable HTTP session may stay
+	// idle before the gateway forgets it; the client then gets 404 and
+	// starts a new session, as the spec requires.
+	DefaultSessionTimeout = 30 * time.Minute
+)
+
+// HTTPOptions configure the MCP HTTP endpoints. nil means defaults.
+type HTTPOptions struct {
+	// AllowedOrigins are extra browser Origins (scheme://host[:port]) that
+	// may drive the endpoints, e.g. a web client served from another host.
+	// Same-origin requests, requests without an Origin (non-browser
+	// clients) and, on a loopback listener, loopback origins
+	// (http://localhost:*, http://127.0.0.1:*, http://[::1]:*) are always
+	// allowed; every other Origin gets 403.
+	AllowedOrigins []string
+	// AllowedHosts are extra Host header values (host names, port ignored)
+	// accepted on a loopback listener, e.g. the public name a reverse proxy
+	// on the same machine forwards. Any other non-loopback Host on a
+	// loopback listener gets 403: that is what a DNS rebinding attack
+	// looks like.
+	AllowedHosts []string
+	// MaxBodyBytes bounds a POST body; larger bodies get 413. Zero or
+	// negative means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// SessionTimeout closes Streamable HTTP sessions idle this long. Zero
+	// means DefaultSessionTimeout, negative means never.
+	SessionTimeout time.Duration
+	// EventStore keeps the events of Streamable HTTP streams so a client
+	// can resume with Last-Event-ID. nil means an in-memory store owned by
+	// the handler (bounded, see mcp.MemoryEventStore).
+	EventStore mcp.EventStore
 }
 
-// SSEHandler serves the legacy HTTP+SSE transport (mount at /sse).
-func (f *Front) SSEHandler() http.Handler {
-	return mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return f.server }, nil)
+func (o *HTTPOptions) resolve() HTTPOptions {
+	var r HTTPOptions
+	if o != nil {
+		r = *o
+	}
+	if r.MaxBodyBytes <= 0 {
+		r.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case r.SessionTimeout == 0:
+		r.SessionTimeout = DefaultSessionTimeout
+	case r.SessionTimeout < 0:
+		r.SessionTimeout = 0 // the SDK's "never"
+	}
+	return r
+}
+
+// ServerTimeouts are the http.Server timeouts suited to the MCP endpoints:
+// a bound on slow headers and on idle keep-alive connections. There is
+// deliberately no write timeout: SSE streams stay open for the life of a
+// session.
+func ServerTimeouts() (readHeader, idle time.Duration) {
+	return 10 * time.Second, 2 * time.Minute
+}
+
+// StreamableHandler serves MCP Streamable HTTP (mount at /mcp) behind the
+// gateway's transport checks (see [HTTPOptions]). Legacy (< 2026-07-28)
+// clients get sessions; the SDK answers 404 for unknown or ended sessions
+// and ends one on DELETE.
+func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
+	o := opts.resolve()
+	store := o.EventStore
+	if store == nil {
+		store = mcp.NewMemoryEventStore(nil)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.StreamableHTTPOptions{
+			Logger:              f.logger,
+			EventStore:          store,
+			SessionTimeout:      o.SessionTimeout,
+			MaxRequestBodyBytes: o.MaxBodyBytes,
+			// The guard does the same check, with AllowedHosts on top.
+			DisableLocalhostProtection: true,
+		})
+	return newHTTPGuard(h, o, f.logger, true)
+}
+
+// SSEHandler serves the legacy HTTP+SSE transport (mount at /sse) behind
+// the same checks as [Front.StreamableHandler]. A session lives as long as
+// its GET stream.
+func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
+	o := opts.resolve()
+	h := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return f.server },
+		&mcp.SSEOptions{
+			MaxRequestBodyBytes:        o.MaxBodyBytes,
+			DisableLocalhostProtection: true, // done by the guard
+		})
+	return newHTTPGuard(h, o, f.logger, false)
+}
+
+// httpGuard enforces what the SDK handlers leave to the application: the
+// Origin check, the Host check with an allow list, and (Streamable HTTP
+// only) a session id on every legacy POST but initialize.
+type httpGuard struct {
+	next           http.Handler
+	origins        map[string]bool // normalized scheme://host[:port]
+	hosts          map[string]bool // lower-case host names
+	maxBody        int64
+	requireSession bool
+	logger         *slog.Logger
+}
+
+func newHTTPGuard(next http.Handler, o HTTPOptions, logger *slog.Logger, requireSession bool) *httpGuard {
+	g := &httpGuard{
+		next:           next,
+		origins:        map[string]bool{},
+		hosts:          map[string]bool{},
+		maxBody:        o.MaxBodyBytes,
+		requireSession: requireSession,
+		logger:         logger,
+	}
+	for _, s := range o.AllowedOrigins {
+		if n, ok := normalizeOrigin(s); ok {
+			g.origins[n] = true
+		} else {
+			logger.Warn("allowed origin ignored: want scheme://host[:port]", "origin", s)
+		}
+	}
+	for _, s := range o.AllowedHosts {
+		g.hosts[strings.ToLower(hostOnly(strings.TrimSpace(s)))] = true
+	}
+	return g
+}
+
+// Protocol constants the SDK keeps unexported.
+const (
+	protocolVersionHeader = "Mcp-Protocol-Version"
+	sessionIDHeader       = "Mcp-Session-Id"
+	// statelessProtocol is the first protocol version without sessions
+	// (SEP-2575): its requests carry their version in the header and in
+	// _meta instead of a session id.
+	statelessProtocol = "2026-07-28"
+	metaProtocolKey   = "io.modelcontextprotocol/protocolVersion"
+)
+
+func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	loopback := loopbackListener(r)
+	if loopback && !isLoopbackHost(hostOnly(r.Host)) && !g.hosts[strings.ToLower(hostOnly(r.Host))] {
+		g.reject(w, r, http.StatusForbidden, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host))
+		return
+	}
+	if !g.originAllowed(r, loopback) {
+		g.reject(w, r, http.StatusForbidden, "Forbidden: cross-origin request")
+		return
+	}
+	if g.requireSession && r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && !g.startsSession(w, r) {
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// originAllowed follows http.CrossOriginProtection, but for every method:
+// a GET opens an SSE session too, and the spec asks for Origin validation
+// on all incoming connections.
+func (g *httpGuard) originAllowed(r *http.Request, loopback bool) bool {
+	site := r.Header.Get("Sec-Fetch-Site")
+	if site == "same-origin" || site == "none" {
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		// No browser says cross-site without an Origin, except for no-cors
+		// loads (<img src>, <script src>) that have no business here.
+		return site == ""
+	}
+	o, ok := normalizeOrigin(origin)
+	if !ok {
+		return false // "null" (sandboxed frames, file://) or garbage
+	}
+	if g.origins[o] {
+		return true
+	}
+	u, _ := url.Parse(o)
+	if strings.EqualFold(u.Host, stripDefaultPort(u.Scheme, r.Host)) {
+		return true
+	}
+	return loopback && isLoopbackHost(u.Hostname())
+}
+
+// startsSession reports whether a POST without a session id may go on to
+// the SDK. Under the legacy protocols only a lone initialize request may
+// start a session (an initialize must not be batched); anything else gets
+// 400, where the SDK would open a throwaway session and answer 200 with a
+// JSON-RPC error. Requests of the stateless protocol pass: they never carry
+// a session id. On false the response has been written.
+func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) bool {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return true // the SDK answers 415
+	}
+	if r.Header.Get(protocolVersionHeader) >= statelessProtocol {
+		return true
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			g.reject(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+			return false
+		}
+		g.reject(w, r, http.StatusBadRequest, "reading body: "+err.Error())
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+
+	msgs, batch, err := peekMessages(body)
+	if err != nil {
+		g.rejectRPC(w, r, nil, jsonrpc.CodeParseError, "malformed JSON-RPC payload: "+err.Error())
+		return false
+	}
+	for _, m := range msgs {
+		if m.isCall() && m.metaProtocol() >= statelessProtocol {
+			return true
+		}
+	}
+	if !batch && len(msgs) == 1 && msgs[0].Method == "initialize" && msgs[0].isCall() {
+		return true
+	}
+	var id json.RawMessage
+	if !batch && len(msgs) == 1 && msgs[0].isCall() {
+		id = msgs[0].ID
+	}
+	g.rejectRPC(w, r, id, jsonrpc.CodeInvalidRequest,
+		"Bad Request: Mcp-Session-Id header is required (only a single initialize request may start a session)")
+	return false
+}
+
+// peekedMessage is the little of a JSON-RPC message the guard looks at.
+type peekedMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+func (m peekedMessage) isCall() bool {
+	return m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null"
+}
+
+// metaProtocol returns params._meta's protocol version, "" if absent.
+func (m peekedMessage) metaProtocol() string {
+	var p struct {
+		Meta map[string]any `json:"_meta"`
+	}
+	if json.Unmarshal(m.Params, &p) != nil {
+		return ""
+	}
+	v, _ := p.Meta[metaProtocolKey].(string)
+	return v
+}
+
+func peekMessages(body []byte) (msgs []peekedMessage, batch bool, err error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, false, errors.New("empty body")
+	}
+	if body[0] == '[' {
+		if err := json.Unmarshal(body, &msgs); err != nil {
+			return nil, true, err
+		}
+		if len(msgs) == 0 {
+			return nil, true, errors.New("empty batch")
+		}
+		return msgs, true, nil
+	}
+	var m peekedMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, false, err
+	}
+	return []peekedMessage{m}, false, nil
+}
+
+func (g *httpGuard) reject(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	g.logRejected(r, status, msg)
+	http.Error(w, msg, status)
+}
+
+// rejectRPC answers with a JSON-RPC error body, so a client that reads the
+// payload of a failed POST learns why.
+func (g *httpGuard) rejectRPC(w http.ResponseWriter, r *http.Request, id json.RawMessage, code int64, msg string) {
+	g.logRejected(r, http.StatusBadRequest, msg)
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", id, jsonrpc.Error{Code: code, Message: msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(b)
+}
+
+func (g *httpGuard) logRejected(r *http.Request, status int, msg string) {
+	// Debug: a browser or scanner hammering the port must not flood the log.
+	g.logger.Debug("mcp http request rejected", "status", status, "reason", msg,
+		"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
+		"origin", r.Header.Get("Origin"), "host", r.Host)
+}
+
+// loopbackListener reports whether the request came in on a loopback
+// address, where DNS rebinding is the threat and loopback origins are the
+// local user's own tools.
+func loopbackListener(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && a != nil && isLoopbackHost(hostOnly(a.String()))
+}
+
+// isLoopbackHost reports whether host ("localhost" or an IP, brackets
+// optional) names this machine's loopback interface.
+func isLoopbackHost(host string) bool {
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// hostOnly strips the port from host[:port].
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+// normalizeOrigin returns scheme://host[:port] in lower case without the
+// scheme's default port, or false if s is not an origin.
+func normalizeOrigin(s string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(s))
+	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	return scheme + "://" + strings.ToLower(stripDefaultPort(scheme, u.Host)), true
+}
+
+// stripDefaultPort drops ":80" for http and ":443" for https from hostport,
+// so "example.com" and "example.com:443" compare equal under https.
+func stripDefaultPort(scheme, hostport string) string {
+	h, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return hostport
+	}
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		if strings.Contains(h, ":") {
+			return "[" + h + "]"
+		}
+		return h
+	}
+	return hostport
 }
