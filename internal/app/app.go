@@ -48,6 +48,7 @@ type App struct {
 	ups    *upstream.Manager
 	pipe   *invoke.Pipeline
 	front  *front.Front
+	fronts *frontSet // transparent per-server fronts
 	reg    *registry
 	cancel context.CancelFunc
 	ready  atomic.Bool
@@ -90,6 +91,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		SelfExecutable:  o.SelfExecutable,
 		Getenv:          o.Getenv,
 		Implementation:  &mcp.Implementation{Name: "switchboard", Version: o.Version},
+		OnResourceUpdated: func(server string, p *mcp.ResourceUpdatedNotificationParams) {
+			a.front.ResourceUpdated(bg, server, p)
+			a.fronts.resourceUpdated(bg, server, p)
+		},
 	})
 	a.reg.ups = a.ups
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
@@ -101,6 +106,16 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},
 		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
 			"namespaced by server: <server>" + s.ToolNameSeparator + "<name>.",
+		WithPeer: withPeer,
+	})
+	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
+	a.fronts = newFrontSet(func(server string) *front.Front {
+		return front.New(a.cat, a.pipe, &front.Options{
+			Logger:         o.Logger.With("endpoint", server),
+			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: o.Version},
+			Server:         server,
+			WithPeer:       withPeer,
+		})
 	})
 	start, err := a.reg.load(ctx, cfg)
 	if err != nil {
@@ -134,8 +149,10 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // Handler serves the MCP front (/mcp, /sse) and the REST API.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", a.front.StreamableHandler())
-	mux.Handle("/sse", a.front.SSEHandler())
+	mux.Handle("/mcp", a.front.StreamableHandler(nil))
+	mux.Handle("/sse", a.front.SSEHandler(nil))
+	mux.Handle("/servers/{name}/mcp", a.fronts.handler(a.reg, (*front.Front).StreamableHandler))
+	mux.Handle("/servers/{name}/sse", a.fronts.handler(a.reg, (*front.Front).SSEHandler))
 	mux.Handle("/", api.New(a.reg, a.cat, a.pipe, &api.Options{Logger: a.logger, Ready: a.Ready}))
 	return mux
 }
@@ -186,6 +203,9 @@ func (a *App) Close(ctx context.Context) {
 	}
 	if a.front != nil {
 		a.front.Close()
+	}
+	if a.fronts != nil {
+		a.fronts.close()
 	}
 	if a.ups != nil {
 		if err := a.ups.Close(context.WithoutCancel(ctx)); err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/fixture"
 )
 
 // demoEnv makes this test binary act as the demo server when the gateway
@@ -14,6 +15,12 @@ import (
 const demoEnv = "SWITCHBOARD_TEST_RUN_DEMO"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fixtureEnv) == "1" {
+		if err := fixture.RunStdio(context.Background(), nil); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(demoEnv) == "1" {
 		if err := demo.RunStdio(context.Background(), nil); err != nil {
 			os.Exit(1)

@@ -57,6 +57,9 @@ type registry struct {
 	logger *slog.Logger
 	getenv func(string) string
 
+	// onRemove is told of a server removed at runtime.
+	onRemove func(name string)
+
 	ctx context.Context // cancelled on close; background connects use it
 	wg  sync.WaitGroup  // background connects
 
@@ -385,6 +388,9 @@ func (r *registry) Remove(ctx context.Context, idOrName string) error {
 	r.mu.Lock()
 	delete(r.servers, rec.def.Name)
 	r.mu.Unlock()
+	if r.onRemove != nil {
+		r.onRemove(rec.def.Name)
+	}
 	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}

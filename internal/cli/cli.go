@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/fixture"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -229,6 +230,7 @@ func newDemoServer(e *env) *cobra.Command {
 		errorRate  float64
 		crashAfter int
 		extraTools int
+		conform    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "demo-server",
@@ -244,6 +246,15 @@ Fault-injection flags make it misbehave for tests and benchmarks.`,
 			}
 			o.ErrorRate, o.Latency, o.CrashAfter, o.ExtraTools = errorRate, latency, crashAfter, extraTools
 			o.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			if conform {
+				fo := &fixture.Options{Logger: o.Logger}
+				if httpAddr == "" {
+					return fixture.RunStdio(cmd.Context(), fo)
+				}
+				return fixture.ServeHTTP(cmd.Context(), httpAddr, fo, func(addr string) {
+					fmt.Fprintf(e.stderr, "conformance fixture server listening on http://%s/mcp\n", addr)
+				})
+			}
 			if httpAddr == "" {
 				return demo.RunStdio(cmd.Context(), &o)
 			}
@@ -257,6 +268,7 @@ Fault-injection flags make it misbehave for tests and benchmarks.`,
 	cmd.Flags().DurationVar(&latency, "latency", 0, "latency added to every tools/call (e.g. 5ms)")
 	cmd.Flags().IntVar(&crashAfter, "crash-after", 0, "exit with status 3 after answering this many tools/call requests (0 = never)")
 	cmd.Flags().IntVar(&extraTools, "extra-tools", 0, "register this many extra tools tool_0001..tool_N")
+	cmd.Flags().BoolVar(&conform, "conformance", false, "serve the MCP conformance suite's fixtures (test_* tools, resources, prompts) instead of the demo tools")
 	return cmd
 }
 

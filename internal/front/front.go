@@ -1,11 +1,15 @@
-// Package front is the downstream MCP server: the whole catalog served as ONE
-// MCP server over Streamable HTTP, SSE and stdio.
+// Package front is the downstream MCP server: the catalog served as an MCP
+// server over Streamable HTTP, SSE and stdio — either the whole catalog
+// under namespaced names (/mcp), or one upstream under its own names
+// (/servers/{name}/mcp, a transparent endpoint).
 //
 // Proxied tools, resources and prompts are registered raw on a go-sdk
 // mcp.Server and kept in step with the catalog, so the SDK does what it does
-// best (pagination, list_changed notifications for every protocol version);
-// calls are forwarded through a Caller (the invoke pipeline) with the
-// arguments as the client sent them.
+// best (pagination, list_changed notifications for every protocol version,
+// per-session log levels and resource subscriptions); calls are forwarded
+// through a Caller (the invoke pipeline) with the arguments as the client
+// sent them and the calling session attached, so that what the upstream sends
+// while serving a call reaches that client.
 package front
 
 import (
@@ -24,10 +28,16 @@ import (
 )
 
 // Caller executes requests for the front. *invoke.Pipeline implements it.
+// server is "" on the aggregate front (names and URIs are namespaced) and the
+// server's name on a transparent front (names and URIs are the upstream's).
 type Caller interface {
 	CallTool(ctx context.Context, c invoke.Call) (*invoke.Result, error)
-	ReadResource(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
-	GetPrompt(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
+	ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
+	GetPrompt(ctx context.Context, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
+	Complete(ctx context.Context, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error
+	Unsubscribe(ctx context.Context, server string, p *mcp.UnsubscribeParams) error
+	SetLoggingLevel(ctx context.Context, server string, p *mcp.SetLoggingLevelParams) error
 }
 
 // Options configure a Front. nil means defaults.
@@ -37,19 +47,47 @@ type Options struct {
 	Implementation *mcp.Implementation
 	// Instructions, if set, are sent to clients in initialize.
 	Instructions string
+	// Server, if set, makes this a transparent front for that one upstream:
+	// only its items, under their original names and URIs.
+	Server string
+	// WithPeer attaches the calling downstream session to the ctx of a
+	// forwarded request, so the upstream side can relay what belongs to it.
+	// nil: nothing is attached.
+	WithPeer func(ctx context.Context, p *Peer) context.Context
+}
+
+// ProtocolVersions are the MCP versions the front speaks: every version of
+// the SDK up to 2025-11-25. The stateless 2026-07-28 protocol moves sampling
+// and elicitation into the results of calls (multi round-trip requests),
+// which a gateway relaying a server that asks mid-call cannot translate;
+// clients of that version fall back to the 2025-11-25 handshake, where
+// everything an upstream sends during a call can be relayed as it comes.
+var ProtocolVersions = legacyVersions()
+
+func legacyVersions() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v <= "2025-11-25" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // ErrorMetaKey is the _meta key under which an isError result produced by
 // the gateway itself (not by the upstream tool) carries its stable code.
 const ErrorMetaKey = "switchboard/error"
 
-// Front serves the catalog as one MCP server. Create it with [New], stop
-// following the catalog with [Front.Close].
+// Front serves the catalog (or one server of it) as one MCP server. Create
+// it with [New], stop following the catalog with [Front.Close].
 type Front struct {
-	cat    *catalog.Catalog
-	caller Caller
-	logger *slog.Logger
-	server *mcp.Server
+	cat      *catalog.Catalog
+	caller   Caller
+	logger   *slog.Logger
+	server   *mcp.Server
+	scope    string // Options.Server
+	withPeer func(context.Context, *Peer) context.Context
+	peers    peerSet
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash
@@ -72,10 +110,16 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 	if o.Implementation == nil {
 		o.Implementation = &mcp.Implementation{Name: "switchboard", Version: "dev"}
 	}
+	if o.WithPeer == nil {
+		o.WithPeer = func(ctx context.Context, _ *Peer) context.Context { return ctx }
+	}
 	f := &Front{
 		cat:       cat,
 		caller:    caller,
 		logger:    o.Logger,
+		scope:     o.Server,
+		withPeer:  o.WithPeer,
+		peers:     peerSet{m: map[*mcp.ServerSession]*Peer{}},
 		tools:     map[string]string{},
 		resources: map[string]string{},
 		templates: map[string]string{},
@@ -88,12 +132,27 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		Logger: slog.New(&demoteHandler{o.Logger.Handler()}),
 		// Declared up front: the catalog may be empty at initialize time and
 		// fill up later, and clients only listen for list_changed on
-		// capabilities they were told about.
+		// capabilities they were told about. Completion, subscription and
+		// logging are relayed to whichever upstream owns the item; an
+		// upstream without the feature answers with its own error.
 		Capabilities: &mcp.ServerCapabilities{
-			Tools:     &mcp.ToolCapabilities{ListChanged: true},
-			Resources: &mcp.ResourceCapabilities{ListChanged: true},
-			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+			Tools:       &mcp.ToolCapabilities{ListChanged: true},
+			Resources:   &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Prompts:     &mcp.PromptCapabilities{ListChanged: true},
+			Completions: &mcp.CompletionCapabilities{},
+			Logging:     &mcp.LoggingCapabilities{},
 		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			res, err := f.caller.Complete(f.peerCtx(ctx, req.Session), f.scope, req.Params)
+			return res, rpcError(err)
+		},
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			return rpcError(f.caller.Subscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
+		},
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			return rpcError(f.caller.Unsubscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
+		},
+		SupportedProtocolVersions: ProtocolVersions,
 	})
 	f.server.AddReceivingMiddleware(f.routeMiddleware)
 	f.mu.Lock()
@@ -105,6 +164,9 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 
 // Server returns the underlying MCP server (for transports and tests).
 func (f *Front) Server() *mcp.Server { return f.server }
+
+// Scope returns the server a transparent front serves, "" for the aggregate.
+func (f *Front) Scope() string { return f.scope }
 
 // Close stops following the catalog. Sessions already connected are closed
 // by their transports.
@@ -123,19 +185,48 @@ func (f *Front) RunStdio(ctx context.Context) error {
 	return f.server.Run(ctx, &mcp.StdioTransport{})
 }
 
+// ResourceUpdated tells the sessions subscribed to the resource that server
+// reported changed (original URI) that it changed. The SDK keeps the
+// subscriptions, so only subscribed clients hear of it.
+func (f *Front) ResourceUpdated(ctx context.Context, server string, p *mcp.ResourceUpdatedNotificationParams) {
+	if f.scope != "" && f.scope != server {
+		return
+	}
+	out := *p
+	if f.scope == "" {
+		out.URI = f.cat.Snapshot().NamespaceURI(server, p.URI)
+	}
+	if err := f.server.ResourceUpdated(ctx, &out); err != nil {
+		f.logger.Debug("relaying resources/updated", "server", server, "error", err)
+	}
+}
+
+// inScope reports whether an item of server is served by this front.
+func (f *Front) inScope(server string) bool { return f.scope == "" || f.scope == server }
+
 // syncLocked brings the server's registrations in line with snap: only items
-// of available servers are listed. Called with f.mu held (the catalog calls
-// its subscribers one change at a time).
+// of available servers in scope are listed, under the names this front uses.
+// Called with f.mu held (the catalog calls its subscribers one change at a
+// time).
 func (f *Front) syncLocked(snap *catalog.Snapshot) {
-	want := map[string]catalog.Tool{}
+	want := map[string]*mcp.Tool{}
+	hash := map[string]string{}
 	for _, t := range snap.Tools() {
-		if t.Available {
-			want[t.Name] = t
+		if !t.Available || !f.inScope(t.Server) {
+			continue
 		}
+		def := t.Def
+		if f.scope != "" {
+			cp := *t.Def
+			cp.Name = t.OriginalName
+			def = &cp
+		}
+		want[def.Name] = def
+		hash[def.Name] = t.Hash
 	}
 	var remove []string
-	for name, hash := range f.tools {
-		if t, ok := want[name]; !ok || t.Hash != hash {
+	for name, h := range f.tools {
+		if _, ok := want[name]; !ok || hash[name] != h {
 			remove = append(remove, name)
 		}
 	}
@@ -145,55 +236,70 @@ func (f *Front) syncLocked(snap *catalog.Snapshot) {
 			delete(f.tools, n)
 		}
 	}
-	for name, t := range want {
+	for name, def := range want {
 		if _, ok := f.tools[name]; ok {
 			continue
 		}
-		if err := f.addTool(t); err != nil {
-			f.logger.Warn("tool not served", "tool", name, "server", t.Server, "error", err)
+		if err := guard(func() { f.server.AddTool(def, f.callTool) }); err != nil {
+			f.logger.Warn("tool not served", "tool", name, "error", err)
 			continue
 		}
-		f.tools[name] = t.Hash
+		f.tools[name] = hash[name]
 	}
 
-	wantRes := map[string]catalog.Resource{}
+	wantRes := map[string]*mcp.Resource{}
 	for _, r := range snap.Resources() {
-		if r.Available {
-			wantRes[r.URI] = r
+		if r.Available && f.inScope(r.Server) {
+			def := r.Def
+			if f.scope != "" {
+				cp := *r.Def
+				cp.URI, cp.Name = r.OriginalURI, r.OriginalName
+				def = &cp
+			}
+			wantRes[def.URI] = def
 		}
 	}
-	syncSet(f.resources, wantRes, func(r catalog.Resource) any { return r.Def }, f.server.RemoveResources,
-		func(r catalog.Resource) error {
-			return guard(func() { f.server.AddResource(r.Def, f.readResource) })
-		}, f.logger)
+	syncSet(f.resources, wantRes, f.server.RemoveResources, func(d *mcp.Resource) error {
+		return guard(func() { f.server.AddResource(d, f.readResource) })
+	}, f.logger)
 
-	wantTpl := map[string]catalog.Template{}
+	wantTpl := map[string]*mcp.ResourceTemplate{}
 	for _, t := range snap.Templates() {
-		if t.Available {
-			wantTpl[t.URITemplate] = t
+		if t.Available && f.inScope(t.Server) {
+			def := t.Def
+			if f.scope != "" {
+				cp := *t.Def
+				cp.URITemplate, cp.Name = t.OriginalURITemplate, t.OriginalName
+				def = &cp
+			}
+			wantTpl[def.URITemplate] = def
 		}
 	}
-	syncSet(f.templates, wantTpl, func(t catalog.Template) any { return t.Def }, f.server.RemoveResourceTemplates,
-		func(t catalog.Template) error {
-			return guard(func() { f.server.AddResourceTemplate(t.Def, f.readResource) })
-		}, f.logger)
+	syncSet(f.templates, wantTpl, f.server.RemoveResourceTemplates, func(d *mcp.ResourceTemplate) error {
+		return guard(func() { f.server.AddResourceTemplate(d, f.readResource) })
+	}, f.logger)
 
-	wantPr := map[string]catalog.Prompt{}
+	wantPr := map[string]*mcp.Prompt{}
 	for _, p := range snap.Prompts() {
-		if p.Available {
-			wantPr[p.Name] = p
+		if p.Available && f.inScope(p.Server) {
+			def := p.Def
+			if f.scope != "" {
+				cp := *p.Def
+				cp.Name = p.OriginalName
+				def = &cp
+			}
+			wantPr[def.Name] = def
 		}
 	}
-	syncSet(f.prompts, wantPr, func(p catalog.Prompt) any { return p.Def }, f.server.RemovePrompts,
-		func(p catalog.Prompt) error {
-			return guard(func() { f.server.AddPrompt(p.Def, f.getPrompt) })
-		}, f.logger)
+	syncSet(f.prompts, wantPr, f.server.RemovePrompts, func(d *mcp.Prompt) error {
+		return guard(func() { f.server.AddPrompt(d, f.getPrompt) })
+	}, f.logger)
 }
 
 // syncSet reconciles the registered items (key -> JSON of the definition)
 // with the wanted ones. Only additions and changed definitions are added, so
 // an unrelated catalog change does not make clients re-list everything.
-func syncSet[T any](have map[string]string, want map[string]T, def func(T) any, remove func(...string), add func(T) error, logger *slog.Logger) {
+func syncSet[T any](have map[string]string, want map[string]T, remove func(...string), add func(T) error, logger *slog.Logger) {
 	var gone []string
 	for k := range have {
 		if _, ok := want[k]; !ok {
@@ -207,7 +313,7 @@ func syncSet[T any](have map[string]string, want map[string]T, def func(T) any, 
 		}
 	}
 	for k, v := range want {
-		b, _ := json.Marshal(def(v))
+		b, _ := json.Marshal(v)
 		if have[k] == string(b) {
 			continue
 		}
@@ -219,13 +325,9 @@ func syncSet[T any](have map[string]string, want map[string]T, def func(T) any, 
 	}
 }
 
-// addTool registers one catalog tool. The SDK panics on definitions it
-// considers programmer errors; an upstream's odd tool must not take the
-// gateway down, so the panic becomes an error.
-func (f *Front) addTool(t catalog.Tool) error {
-	return guard(func() { f.server.AddTool(t.Def, f.callTool) })
-}
-
+// guard turns a panic of the SDK's registration (it panics on definitions it
+// considers programmer errors) into an error: an upstream's odd item must not
+// take the gateway down.
 func guard(fn func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -236,13 +338,34 @@ func guard(fn func()) (err error) {
 	return nil
 }
 
+// lookup resolves a tool name as this front names tools.
+func (f *Front) lookup(name string) (catalog.Tool, bool) {
+	snap := f.cat.Snapshot()
+	if f.scope != "" {
+		return snap.ToolByOriginal(f.scope, name)
+	}
+	return snap.Tool(name)
+}
+
 // routeMiddleware answers tools/call for names the SDK does not have
 // registered: the other separator form, and tools whose server is not
 // available (so the client learns which server is down and why, rather than
-// "unknown tool").
+// "unknown tool"); and relays logging/setLevel upstream.
 func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "tools/call" {
+		switch method {
+		case "logging/setLevel":
+			res, err := next(ctx, method, req) // the SDK filters this session's logs by it
+			if err == nil {
+				if r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams]); ok && r.Params != nil {
+					if err := f.caller.SetLoggingLevel(f.peerCtx(ctx, r.Session), f.scope, r.Params); err != nil {
+						f.logger.Debug("relaying logging/setLevel", "error", err)
+					}
+				}
+			}
+			return res, err
+		case "tools/call":
+		default:
 			return next(ctx, method, req)
 		}
 		ctr, ok := req.(*mcp.CallToolRequest)
@@ -250,14 +373,14 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		// The catalog calls syncLocked before a new snapshot is visible to
-		// anyone else, so an available tool under its canonical name is
+		// anyone else, so an available tool under its served name is
 		// registered with the SDK: let the SDK dispatch it.
-		t, known := f.cat.Snapshot().Tool(ctr.Params.Name)
+		t, known := f.lookup(ctr.Params.Name)
 		if !known {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 				Message: fmt.Sprintf("unknown tool %q", ctr.Params.Name)}
 		}
-		if t.Available && t.Name == ctr.Params.Name {
+		if t.Available && (t.Name == ctr.Params.Name || f.scope != "") {
 			return next(ctx, method, req)
 		}
 		res, err := f.callTool(ctx, ctr)
@@ -268,16 +391,24 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// peerCtx attaches the calling session to ctx.
+func (f *Front) peerCtx(ctx context.Context, ss *mcp.ServerSession) context.Context {
+	if ss == nil {
+		return ctx
+	}
+	return f.withPeer(ctx, f.peers.get(ss))
+}
+
 // callTool forwards one tools/call. Failures of the gateway or of the
 // upstream's availability are reported as isError results (the model can
 // read them and react) carrying a stable code in _meta; protocol errors the
 // upstream itself returned are relayed as they are.
 func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	res, err := f.caller.CallTool(ctx, invoke.Call{
-		Name:      req.Params.Name,
-		Arguments: req.Params.Arguments,
-		Meta:      req.Params.Meta,
-	})
+	call := invoke.Call{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta}
+	if f.scope != "" {
+		call.Server = f.scope
+	}
+	res, err := f.caller.CallTool(f.peerCtx(ctx, req.Session), call)
 	if err == nil {
 		return res.CallToolResult, nil
 	}
@@ -307,7 +438,7 @@ func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 }
 
 func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	res, err := f.caller.ReadResource(ctx, req.Params)
+	res, err := f.caller.ReadResource(f.peerCtx(ctx, req.Session), f.scope, req.Params)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -315,7 +446,7 @@ func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 }
 
 func (f *Front) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	res, err := f.caller.GetPrompt(ctx, req.Params)
+	res, err := f.caller.GetPrompt(f.peerCtx(ctx, req.Session), f.scope, req.Params)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -323,8 +454,11 @@ func (f *Front) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.
 }
 
 // rpcError turns a pipeline failure into the JSON-RPC error a client sees,
-// relaying the upstream's own protocol errors unchanged.
+// relaying the upstream's own protocol errors unchanged. nil stays nil.
 func rpcError(err error) error {
+	if err == nil {
+		return nil
+	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		return rpcErr
