@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,9 @@ type App struct {
 	cancel context.CancelFunc
 	ready  atomic.Bool
 	start  []string
+	getenv func(string) string
+
+	reloadMu sync.Mutex // one reload at a time
 }
 
 // New opens the store and builds the components. Nothing connects until
@@ -79,7 +83,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.ups = upstream.NewManager(&upstream.Options{
@@ -238,6 +242,10 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) error {
 	a.logger.Info("switchboard listening", "addr", ln.Addr().String(),
 		"mcp", "http://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", cfg.Settings.Store)
 	a.Start()
+	wctx, stop := context.WithCancel(ctx)
+	var watcher sync.WaitGroup
+	watcher.Go(func() { a.WatchConfig(wctx, 2*time.Second) })
+	defer func() { stop(); watcher.Wait() }()
 	return a.Serve(ctx, ln)
 }
 

@@ -1,12 +1,14 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -188,15 +190,8 @@ func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, erro
 	var start []string
 	for _, def := range cfg.Servers {
 		inFile[def.Name] = true
-		rec := &store.Server{Name: def.Name, Source: sourceConfig, Transport: def.Transport, Description: def.Description}
-		// Config servers are defined by the file; the store keeps a redacted
-		// copy for history and ids only.
-		rec.Config, _ = json.Marshal(storedDef{Server: def.Redacted(), AutoConnect: def.AutoStartOr(cfg.Settings.AutoStartDefault)})
-		if err := r.db.UpsertServer(ctx, rec); err != nil {
-			return nil, fmt.Errorf("storing server %q: %w", def.Name, err)
-		}
-		auto := def.AutoStartOr(cfg.Settings.AutoStartDefault)
-		if err := r.add(ctx, &record{id: rec.ID, source: sourceConfig, def: def, autoConnect: auto, registeredAt: rec.CreatedAt}, def); err != nil {
+		auto, err := r.addConfigServer(ctx, def, cfg.Settings)
+		if err != nil {
 			return nil, err
 		}
 		if auto {
@@ -240,6 +235,122 @@ func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, erro
 		}
 	}
 	return start, nil
+}
+
+// addConfigServer persists and registers a server of the config file and
+// reports whether it starts automatically.
+func (r *registry) addConfigServer(ctx context.Context, def *config.Server, settings config.Settings) (bool, error) {
+	auto := def.AutoStartOr(settings.AutoStartDefault)
+	row := &store.Server{Name: def.Name, Source: sourceConfig, Transport: def.Transport, Description: def.Description}
+	// Config servers are defined by the file; the store keeps a redacted
+	// copy for history and ids only.
+	row.Config, _ = json.Marshal(storedDef{Server: def.Redacted(), AutoConnect: auto})
+	if err := r.db.UpsertServer(ctx, row); err != nil {
+		return false, fmt.Errorf("storing server %q: %w", def.Name, err)
+	}
+	rec := &record{id: row.ID, source: sourceConfig, def: def, autoConnect: auto, registeredAt: row.CreatedAt}
+	if err := r.add(ctx, rec, def); err != nil {
+		return false, err
+	}
+	return auto, nil
+}
+
+// reloadReport says what a reload changed.
+type reloadReport struct {
+	Added, Removed, Changed, Unchanged []string
+}
+
+// reload applies a new config file's servers: new ones are added, removed
+// ones stopped and forgotten, changed ones restarted; unchanged ones are not
+// touched, so their processes and sessions live on. It returns the servers
+// to start.
+func (r *registry) reload(ctx context.Context, cfg *config.Config) (reloadReport, []string, error) {
+	var rep reloadReport
+	r.mu.RLock()
+	current := map[string]*record{}
+	apiNames := map[string]bool{}
+	for name, rec := range r.servers {
+		if rec.source == sourceConfig {
+			current[name] = rec
+		} else {
+			apiNames[name] = true
+		}
+	}
+	r.mu.RUnlock()
+
+	next := map[string]*config.Server{}
+	for _, def := range cfg.Servers {
+		next[def.Name] = def
+	}
+	for name, rec := range current {
+		if _, ok := next[name]; !ok {
+			if err := r.forget(ctx, rec); err != nil {
+				return rep, nil, err
+			}
+			rep.Removed = append(rep.Removed, name)
+		}
+	}
+	var start []string
+	for _, def := range cfg.Servers {
+		rec, exists := current[def.Name]
+		auto := def.AutoStartOr(cfg.Settings.AutoStartDefault)
+		switch {
+		case !exists && apiNames[def.Name]:
+			r.logger.Warn("config file adds a server already registered through the API; remove one of them", "server", def.Name)
+			continue
+		case exists && sameDefinition(rec.def, def) && rec.autoConnect == auto:
+			rep.Unchanged = append(rep.Unchanged, def.Name)
+			continue
+		case exists:
+			// Restart under the new definition; the store row (and id) stays.
+			if err := r.ups.Remove(ctx, def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
+				return rep, nil, fmt.Errorf("stopping %q: %w", def.Name, err)
+			}
+			r.cat.Remove(def.Name)
+			r.mu.Lock()
+			delete(r.servers, def.Name)
+			r.mu.Unlock()
+			rep.Changed = append(rep.Changed, def.Name)
+		default:
+			rep.Added = append(rep.Added, def.Name)
+		}
+		started, err := r.addConfigServer(ctx, def, cfg.Settings)
+		if err != nil {
+			return rep, nil, err
+		}
+		if started {
+			start = append(start, def.Name)
+		}
+	}
+	slices.Sort(rep.Removed)
+	return rep, start, nil
+}
+
+// sameDefinition compares two server definitions, secrets included (in
+// memory only), positions in the file excluded.
+func sameDefinition(a, b *config.Server) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+// forget stops a server and removes it from the catalog, the registry and
+// the store.
+func (r *registry) forget(ctx context.Context, rec *record) error {
+	if err := r.ups.Remove(ctx, rec.def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
+		return err
+	}
+	r.cat.Remove(rec.def.Name)
+	r.mu.Lock()
+	delete(r.servers, rec.def.Name)
+	r.mu.Unlock()
+	if r.onRemove != nil {
+		r.onRemove(rec.def.Name)
+	}
+	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // add registers rec with the upstream manager and restores its last known
@@ -381,20 +492,7 @@ func (r *registry) Remove(ctx context.Context, idOrName string) error {
 		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
 			Message: fmt.Sprintf("server %q is defined in the config file; remove it there", rec.def.Name)}
 	}
-	if err := r.ups.Remove(ctx, rec.def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
-		return err
-	}
-	r.cat.Remove(rec.def.Name)
-	r.mu.Lock()
-	delete(r.servers, rec.def.Name)
-	r.mu.Unlock()
-	if r.onRemove != nil {
-		r.onRemove(rec.def.Name)
-	}
-	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	return nil
+	return r.forget(ctx, rec)
 }
 
 func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api.Server, error) {
