@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -42,19 +43,20 @@ type Options struct {
 // App is a running gateway. Build it with [New]; [App.Start] connects the
 // upstreams; [App.Close] stops everything it started.
 type App struct {
-	cfg    *config.Config
-	logger *slog.Logger
-	db     *store.DB
-	cat    *catalog.Catalog
-	ups    *upstream.Manager
-	pipe   *invoke.Pipeline
-	front  *front.Front
-	fronts *frontSet // transparent per-server fronts
-	reg    *registry
-	cancel context.CancelFunc
-	ready  atomic.Bool
-	start  []string
-	getenv func(string) string
+	cfg     *config.Config
+	logger  *slog.Logger
+	db      *store.DB
+	cat     *catalog.Catalog
+	ups     *upstream.Manager
+	pipe    *invoke.Pipeline
+	front   *front.Front
+	fronts  *frontSet // transparent per-server fronts
+	metrics *telemetry.Metrics
+	reg     *registry
+	cancel  context.CancelFunc
+	ready   atomic.Bool
+	start   []string
+	getenv  func(string) string
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -83,9 +85,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New()}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
+	a.reg.metrics = a.metrics
 	a.ups = upstream.NewManager(&upstream.Options{
 		Logger:          o.Logger,
 		OnTransition:    a.reg.onTransition,
@@ -104,6 +107,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
 		Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
 		Logger:  o.Logger,
+		Observe: a.metrics.Call,
 	})
 	a.front = front.New(a.cat, a.pipe, &front.Options{
 		Logger:         o.Logger,
@@ -157,6 +161,7 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("/sse", a.front.SSEHandler(nil))
 	mux.Handle("/servers/{name}/mcp", a.fronts.handler(a.reg, (*front.Front).StreamableHandler))
 	mux.Handle("/servers/{name}/sse", a.fronts.handler(a.reg, (*front.Front).SSEHandler))
+	mux.Handle("GET /metrics", a.metrics.Handler())
 	mux.Handle("/", api.New(a.reg, a.cat, a.pipe, &api.Options{Logger: a.logger, Ready: a.Ready}))
 	return mux
 }

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -68,6 +69,22 @@ func TestDemoThroughFront(t *testing.T) {
 				t.Errorf("prompt text = %+v", pr.Messages[0].Content)
 			}
 		})
+	}
+	// The calls and the server's state are in the Prometheus metrics.
+	resp, err := http.Get(g.http.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`switchboard_tool_calls_total{outcome="ok",server="demo"}`,
+		`switchboard_tool_calls_total{outcome="tool_error",server="demo"} 2`,
+		`switchboard_upstream_state{server="demo",state="CONNECTED"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 

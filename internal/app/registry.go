@@ -20,6 +20,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -59,6 +60,8 @@ type registry struct {
 	logger *slog.Logger
 	getenv func(string) string
 
+	metrics *telemetry.Metrics
+
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
 
@@ -77,6 +80,9 @@ func newRegistry(ctx context.Context, db *store.DB, cat *catalog.Catalog, logger
 // server's catalog items.
 func (r *registry) onTransition(t upstream.Transition) {
 	r.cat.SetAvailable(t.Server, t.To == upstream.StateConnected || t.To == upstream.StateDegraded)
+	if r.metrics != nil {
+		r.metrics.SetState(t.Server, string(t.To))
+	}
 	rec := r.lookup(t.Server)
 	if rec == nil {
 		return
@@ -346,6 +352,9 @@ func (r *registry) forget(ctx context.Context, rec *record) error {
 	r.mu.Unlock()
 	if r.onRemove != nil {
 		r.onRemove(rec.def.Name)
+	}
+	if r.metrics != nil {
+		r.metrics.Forget(rec.def.Name)
 	}
 	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err

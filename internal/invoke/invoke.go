@@ -38,6 +38,10 @@ type Options struct {
 	// default 30s.
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Observe, if set, is told of every routed tool call: the server, the
+	// outcome ("ok", "tool_error" for an isError result, or the error code)
+	// and how long it took.
+	Observe func(server, outcome string, took time.Duration)
 }
 
 // Pipeline executes calls against the current catalog. Safe for concurrent use.
@@ -46,6 +50,7 @@ type Pipeline struct {
 	up      Upstreams
 	timeout time.Duration
 	logger  *slog.Logger
+	observe func(server, outcome string, took time.Duration)
 }
 
 // New returns a Pipeline resolving names in cat and routing to up.
@@ -60,7 +65,10 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{cat: cat, up: up, timeout: o.Timeout, logger: o.Logger}
+	if o.Observe == nil {
+		o.Observe = func(string, string, time.Duration) {}
+	}
+	return &Pipeline{cat: cat, up: up, timeout: o.Timeout, logger: o.Logger, observe: o.Observe}
 }
 
 // Call is one tool invocation request.
@@ -129,8 +137,15 @@ func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
 	res, err := p.up.CallTool(ctx, tool.Server, params)
 	done := time.Now()
 	if err != nil {
-		return nil, p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
+		err = p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
+		p.observe(tool.Server, string(CodeOf(err)), done.Sub(start))
+		return nil, err
 	}
+	outcome := "ok"
+	if res.IsError {
+		outcome = "tool_error"
+	}
+	p.observe(tool.Server, outcome, done.Sub(start))
 	return &Result{
 		CallToolResult: res,
 		Tool:           tool,
