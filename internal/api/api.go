@@ -71,6 +71,22 @@ type Servers interface {
 	Connect(ctx context.Context, idOrName string, wait bool) (Server, error)
 	Disconnect(ctx context.Context, idOrName string) (Server, error)
 	History(ctx context.Context, idOrName string, limit int) ([]ConnectionEvent, error)
+	// Capabilities is what the server said of itself at initialize.
+	Capabilities(ctx context.Context, idOrName string) (Capabilities, error)
+}
+
+// Capabilities is the upstream's initialize result and what was discovered.
+type Capabilities struct {
+	Server          string                  `json:"server"`
+	Status          string                  `json:"status"`
+	ServerInfo      *mcp.Implementation     `json:"server_info,omitempty"`
+	ProtocolVersion string                  `json:"protocol_version,omitempty"`
+	Capabilities    *mcp.ServerCapabilities `json:"capabilities,omitempty"`
+	Instructions    string                  `json:"instructions,omitempty"`
+	Tools           int                     `json:"tools"`
+	Resources       int                     `json:"resources"`
+	Templates       int                     `json:"resource_templates"`
+	Prompts         int                     `json:"prompts"`
 }
 
 // Caller runs tool calls. *invoke.Pipeline implements it.

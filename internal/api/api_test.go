@@ -44,6 +44,9 @@ func (f *fakeServers) Disconnect(context.Context, string) (Server, error) { retu
 func (f *fakeServers) History(context.Context, string, int) ([]ConnectionEvent, error) {
 	return nil, nil
 }
+func (f *fakeServers) Capabilities(context.Context, string) (Capabilities, error) {
+	return Capabilities{Server: "demo"}, nil
+}
 
 // fakeCaller answers by tool name.
 type fakeCaller struct{ got invoke.Call }

@@ -15,6 +15,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.wrap(h.connectServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/disconnect", h.wrap(h.disconnectServer))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.wrap(h.serverHistory))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.wrap(h.serverCapabilities))
 
 	mux.Handle("GET /api/v1/tools", h.wrap(h.listTools))
 	mux.Handle("GET /api/v1/tools/{name}", h.wrap(h.getTool))

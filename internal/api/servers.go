@@ -153,3 +153,12 @@ func (h *handler) serverHistory(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, map[string]any{"history": events})
 	return nil
 }
+
+func (h *handler) serverCapabilities(w http.ResponseWriter, r *http.Request) error {
+	c, err := h.servers.Capabilities(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}

@@ -221,6 +221,10 @@ func TestRESTServers(t *testing.T) {
 	if code != 200 || body["status"] != "CONNECTED" {
 		t.Errorf("connect: %d %v", code, body)
 	}
+	code, body = g.rest(t, "GET", "/api/v1/aggregator/servers/extra/capabilities", nil)
+	if info, _ := body["server_info"].(map[string]any); code != 200 || info["name"] != "switchboard-demo" || body["tools"].(float64) != 5 || body["protocol_version"] == "" {
+		t.Errorf("capabilities: %d %v", code, body)
+	}
 	code, body = g.rest(t, "GET", "/api/v1/aggregator/servers/extra/history", nil)
 	if code != 200 || len(body["history"].([]any)) < 4 {
 		t.Errorf("history: %d %v", code, body)

@@ -553,6 +553,24 @@ func (r *registry) History(ctx context.Context, idOrName string, limit int) ([]a
 	return out, nil
 }
 
+func (r *registry) Capabilities(ctx context.Context, idOrName string) (api.Capabilities, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Capabilities{}, err
+	}
+	name := rec.def.Name
+	st, err := r.ups.Status(name)
+	if err != nil {
+		return api.Capabilities{}, err
+	}
+	c := api.Capabilities{Server: name, Status: string(st.State), ServerInfo: st.ServerInfo,
+		ProtocolVersion: st.ProtocolVersion, Capabilities: st.Capabilities, Instructions: st.Instructions}
+	if d, err := r.ups.Discovery(name); err == nil {
+		c.Tools, c.Resources, c.Templates, c.Prompts = len(d.Tools), len(d.Resources), len(d.Templates), len(d.Prompts)
+	}
+	return c, nil
+}
+
 // view renders a server for the API, secrets masked.
 func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 	def := rec.def.Redacted()
