@@ -2,14 +2,12 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/mcpserve"
 )
 
 // HTTP paths served by [Handler].
@@ -17,10 +15,6 @@ const (
 	StreamablePath = "/mcp" // Streamable HTTP (MCP 2025-03-26 and later)
 	SSEPath        = "/sse" // legacy HTTP+SSE (MCP 2024-11-05)
 )
-
-// shutdownTimeout bounds how long ServeHTTP waits for in-flight requests
-// once ctx is done, before it closes the remaining connections.
-const shutdownTimeout = 5 * time.Second
 
 // RunStdio serves one session over stdin/stdout until ctx is done or the client disconnects.
 //
@@ -75,48 +69,5 @@ func ServeHTTP(ctx context.Context, addr string, opts *Options, ready func(addr 
 	}
 	o := normalize(opts)
 	h, s := newHandler(opts)
-
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, err)
-	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	bound := ln.Addr().String()
-	o.Logger.Info("demo server listening", "addr", bound)
-	if ready != nil {
-		ready(bound)
-	}
-
-	select {
-	case err := <-served:
-		return fmt.Errorf("serving demo on %s: %w", bound, err)
-	case <-ctx.Done():
-	}
-
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	shutdown := make(chan error, 1)
-	go func() { shutdown <- srv.Shutdown(shutdownCtx) }()
-	// Shutdown has stopped accepting connections; end the sessions so that
-	// their long-lived GET streams return and Shutdown can complete.
-	for ss := range s.Sessions() {
-		if err := ss.Close(); err != nil {
-			o.Logger.Debug("demo: closing session", "session", ss.ID(), "error", err)
-		}
-	}
-	err = <-shutdown
-	if err != nil {
-		err = errors.Join(fmt.Errorf("shutting down demo on %s: %w", bound, err), srv.Close())
-	}
-	<-served // Serve returns http.ErrServerClosed as soon as Shutdown starts.
-	o.Logger.Info("demo server stopped", "addr", bound)
-	return err
+	return mcpserve.HTTP(ctx, addr, "demo server", h, s, o.Logger, ready)
 }
