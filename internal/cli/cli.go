@@ -153,6 +153,23 @@ func (f *gatewayFlags) load(e *env) (*config.Config, error) {
 	return cfg, nil
 }
 
+// run is the RunE of a gateway command: resolve the config, set up logging
+// and the GC target, then hand over to serve.
+func (f *gatewayFlags) run(e *env, serve func(context.Context, *config.Config, *app.Options) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		cfg, err := f.load(e)
+		if err != nil {
+			return err
+		}
+		logger, err := newLogger(e.stderr, cfg.Settings)
+		if err != nil {
+			return err
+		}
+		tuneGC(e.getenv)
+		return serve(cmd.Context(), cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
+	}
+}
+
 func newLogger(w io.Writer, s config.Settings) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(s.LogLevel)); err != nil {
@@ -179,18 +196,7 @@ the REST API at /api/v1, /healthz and /readyz.
 
 Configuration precedence: flags > environment > config file > defaults.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.load(e)
-			if err != nil {
-				return err
-			}
-			logger, err := newLogger(e.stderr, cfg.Settings)
-			if err != nil {
-				return err
-			}
-			tuneGC(e.getenv)
-			return app.Run(cmd.Context(), cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
-		},
+		RunE: f.run(e, app.Run),
 	}
 	f.register(cmd, true)
 	return cmd
@@ -205,18 +211,7 @@ func newStdio(e *env) *cobra.Command {
 (Claude Desktop, Cursor, VS Code) can launch it as a command. Upstreams marked
 auto_start are connected before the client is served. Logs go to stderr.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.load(e)
-			if err != nil {
-				return err
-			}
-			logger, err := newLogger(e.stderr, cfg.Settings)
-			if err != nil {
-				return err
-			}
-			tuneGC(e.getenv)
-			return app.RunStdio(cmd.Context(), cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
-		},
+		RunE: f.run(e, app.RunStdio),
 	}
 	f.register(cmd, false)
 	return cmd

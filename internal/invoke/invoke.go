@@ -263,32 +263,33 @@ func (p *Pipeline) Complete(ctx context.Context, scope string, params *mcp.Compl
 
 // Subscribe relays resources/subscribe to the resource's server.
 func (p *Pipeline) Subscribe(ctx context.Context, scope string, params *mcp.SubscribeParams) error {
-	server, original, err := p.resolveURI(p.cat.Snapshot(), scope, params.URI)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	fwd := *params
-	fwd.URI = original
-	if err := p.up.Subscribe(ctx, server, &fwd); err != nil {
-		return p.classify(ctx, server, "subscribing to "+quote(params.URI), err)
-	}
-	return nil
+	return p.onResource(ctx, scope, params.URI, "subscribing to", func(ctx context.Context, server, uri string) error {
+		fwd := *params
+		fwd.URI = uri
+		return p.up.Subscribe(ctx, server, &fwd)
+	})
 }
 
 // Unsubscribe relays resources/unsubscribe to the resource's server.
 func (p *Pipeline) Unsubscribe(ctx context.Context, scope string, params *mcp.UnsubscribeParams) error {
-	server, original, err := p.resolveURI(p.cat.Snapshot(), scope, params.URI)
+	return p.onResource(ctx, scope, params.URI, "unsubscribing from", func(ctx context.Context, server, uri string) error {
+		fwd := *params
+		fwd.URI = uri
+		return p.up.Unsubscribe(ctx, server, &fwd)
+	})
+}
+
+// onResource resolves uri and runs do on its server with the original URI,
+// bounded by the invocation timeout.
+func (p *Pipeline) onResource(ctx context.Context, scope, uri, op string, do func(ctx context.Context, server, uri string) error) error {
+	server, original, err := p.resolveURI(p.cat.Snapshot(), scope, uri)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	fwd := *params
-	fwd.URI = original
-	if err := p.up.Unsubscribe(ctx, server, &fwd); err != nil {
-		return p.classify(ctx, server, "unsubscribing from "+quote(params.URI), err)
+	if err := do(ctx, server, original); err != nil {
+		return p.classify(ctx, server, op+" "+quote(uri), err)
 	}
 	return nil
 }
