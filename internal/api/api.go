@@ -70,6 +70,9 @@ type Servers interface {
 	// failed.
 	Connect(ctx context.Context, idOrName string, wait bool) (Server, error)
 	Disconnect(ctx context.Context, idOrName string) (Server, error)
+	// Rename gives a runtime-registered server a new name; its tools'
+	// namespaced names follow.
+	Rename(ctx context.Context, idOrName, newName string) (Server, error)
 	History(ctx context.Context, idOrName string, limit int) ([]ConnectionEvent, error)
 	// Capabilities is what the server said of itself at initialize.
 	Capabilities(ctx context.Context, idOrName string) (Capabilities, error)

@@ -41,6 +41,9 @@ func (f *fakeServers) Connect(context.Context, string, bool) (Server, error) {
 	return demo, nil
 }
 func (f *fakeServers) Disconnect(context.Context, string) (Server, error) { return demo, nil }
+func (f *fakeServers) Rename(_ context.Context, _, name string) (Server, error) {
+	return Server{Name: name}, nil
+}
 func (f *fakeServers) History(context.Context, string, int) ([]ConnectionEvent, error) {
 	return nil, nil
 }

@@ -12,6 +12,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("POST /api/v1/aggregator/servers", h.wrap(h.registerServer))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}", h.wrap(h.getServer))
 	mux.Handle("DELETE /api/v1/aggregator/servers/{id}", h.wrap(h.removeServer))
+	mux.Handle("PATCH /api/v1/aggregator/servers/{id}", h.wrap(h.patchServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.wrap(h.connectServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/disconnect", h.wrap(h.disconnectServer))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.wrap(h.serverHistory))

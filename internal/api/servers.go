@@ -162,3 +162,24 @@ func (h *handler) serverCapabilities(w http.ResponseWriter, r *http.Request) err
 	writeJSON(w, http.StatusOK, c)
 	return nil
 }
+
+// patchRequest is the body of PATCH /api/v1/aggregator/servers/{id}.
+type patchRequest struct {
+	Name string `json:"name"`
+}
+
+func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
+	var req patchRequest
+	if err := h.decode(w, r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" {
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name is required (the only field that can be changed)"}
+	}
+	s, err := h.servers.Rename(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}

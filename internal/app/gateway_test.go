@@ -230,6 +230,30 @@ func TestRESTServers(t *testing.T) {
 		t.Errorf("history: %d %v", code, body)
 	}
 
+	// Renaming moves the tools to the new namespace; the id stays.
+	code, body = g.rest(t, "PATCH", "/api/v1/aggregator/servers/extra", map[string]any{"name": "renamed"})
+	if code != 200 || body["id"] != id || body["name"] != "renamed" {
+		t.Fatalf("rename: %d %v", code, body)
+	}
+	waitFor(t, "renamed to connect", func() bool { return g.serverByName(t, "renamed")["status"] == "CONNECTED" })
+	if code, _ := g.rest(t, "GET", "/api/v1/tools/renamed.echo", nil); code != 200 {
+		t.Errorf("renamed.echo: %d", code)
+	}
+	if code, _ := g.rest(t, "GET", "/api/v1/tools/extra.echo", nil); code != 404 {
+		t.Errorf("extra.echo after rename: %d, want 404", code)
+	}
+	if code, _ := g.rest(t, "PATCH", "/api/v1/aggregator/servers/demo", map[string]any{"name": "x"}); code != 409 {
+		t.Errorf("rename of a config server: %d, want 409", code)
+	}
+	if code, _ := g.rest(t, "PATCH", "/api/v1/aggregator/servers/renamed", map[string]any{"name": "demo"}); code != 409 {
+		t.Errorf("rename onto a taken name: %d, want 409", code)
+	}
+	code, _ = g.rest(t, "PATCH", "/api/v1/aggregator/servers/renamed", map[string]any{"name": "extra"})
+	if code != 200 {
+		t.Fatalf("rename back: %d", code)
+	}
+	waitFor(t, "extra to connect again", func() bool { return g.serverByName(t, "extra")["status"] == "CONNECTED" })
+
 	// A config-file server cannot be deleted through the API.
 	if code, _ := g.rest(t, "DELETE", "/api/v1/aggregator/servers/demo", nil); code != 409 {
 		t.Errorf("DELETE config server: %d, want 409", code)

@@ -504,6 +504,70 @@ func (r *registry) Remove(ctx context.Context, idOrName string) error {
 	return r.forget(ctx, rec)
 }
 
+// Rename gives a runtime-registered server a new name: its tools' namespaced
+// names follow (AG-US7 AC6), its id and history stay. A connected server is
+// restarted under its new name.
+func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Server, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, err
+	}
+	old := rec.def.Name
+	if newName == old {
+		return r.view(rec, r.cat.Snapshot()), nil
+	}
+	if rec.source == sourceConfig {
+		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q is defined in the config file; rename it there", old)}
+	}
+	def := rec.def.Clone()
+	def.Name = newName
+	if err := config.ValidateServer(def); err != nil {
+		return api.Server{}, err
+	}
+	if r.lookup(newName) != nil {
+		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q already exists", newName)}
+	}
+	expanded, err := r.expand(def)
+	if err != nil {
+		return api.Server{}, err
+	}
+	cfgJSON, err := json.Marshal(storedDef{Server: def, AutoConnect: rec.autoConnect})
+	if err != nil {
+		return api.Server{}, err
+	}
+	if err := r.db.RenameServer(ctx, rec.id, newName, cfgJSON); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+				Message: fmt.Sprintf("server %q already exists", newName)}
+		}
+		return api.Server{}, err
+	}
+	st, _ := r.ups.Status(old)
+	active := st.State == upstream.StateConnected || st.State == upstream.StateDegraded || st.State == upstream.StateConnecting
+	if err := r.ups.Remove(ctx, old); err != nil && !errors.Is(err, upstream.ErrNotFound) {
+		return api.Server{}, err
+	}
+	r.cat.Remove(old)
+	r.mu.Lock()
+	delete(r.servers, old)
+	r.mu.Unlock()
+	if r.onRemove != nil {
+		r.onRemove(old)
+	}
+	next := &record{id: rec.id, source: rec.source, def: def, autoConnect: rec.autoConnect, registeredAt: rec.registeredAt}
+	if err := r.add(ctx, next, expanded); err != nil {
+		return api.Server{}, err
+	}
+	v := r.view(next, r.cat.Snapshot())
+	if active {
+		r.connectInBackground(newName)
+		v.Status = string(upstream.StateConnecting)
+	}
+	return v, nil
+}
+
 func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {

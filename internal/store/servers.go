@@ -215,3 +215,32 @@ func scanServer(sc scanner) (*Server, error) {
 	s.CreatedAt, s.UpdatedAt = fromNanos(created), fromNanos(updated)
 	return &s, nil
 }
+
+// RenameServer gives the server with the given id a new name (and
+// config), keeping its id, tools and history. ErrNotFound if there is no
+// such server, ErrConflict if the name is taken.
+func (db *DB) RenameServer(ctx context.Context, id, newName string, config json.RawMessage) error {
+	if newName == "" {
+		return fmt.Errorf("renaming server %q: empty name", id)
+	}
+	var n int64
+	err := db.atomic(ctx, func(q querier) error {
+		res, err := q.ExecContext(ctx,
+			`UPDATE mcp_servers SET name = $2, config = $3, updated_at = $4 WHERE id = $1`,
+			id, newName, jsonArg(config), toNanos(now()))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	switch {
+	case err != nil && db.dialect.isConflict(err):
+		return fmt.Errorf("renaming server %q to %q: %w", id, newName, ErrConflict)
+	case err != nil:
+		return fmt.Errorf("renaming server %q to %q: %w", id, newName, err)
+	case n == 0:
+		return fmt.Errorf("renaming server %q: %w", id, ErrNotFound)
+	}
+	return nil
+}

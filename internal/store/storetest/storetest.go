@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"ReplaceServerTools", testReplaceServerTools},
 		{"ReplaceServerToolsAtomic", testReplaceServerToolsAtomic},
 		{"DeleteServerCascades", testDeleteServerCascades},
+		{"RenameServer", testRenameServer},
 		{"ConnectionEvents", testConnectionEvents},
 		{"Transact", testTransact},
 		{"TransactNested", testTransactNested},
@@ -820,5 +821,33 @@ func testConcurrentOpen(t *testing.T, dsn string) {
 		if diff := cmp.Diff(first, migrations); diff != "" {
 			t.Errorf("handles disagree on migrations (-0 +%d):\n%s", i, diff)
 		}
+	}
+}
+
+func testRenameServer(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	a := mustCreate(t, db, "alpha")
+	mustCreate(t, db, "beta")
+	if err := db.AppendConnectionEvent(ctx, &store.ConnectionEvent{ServerID: a.ID, FromStatus: "DISCONNECTED", ToStatus: "CONNECTING"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.RenameServer(ctx, a.ID, "gamma", []byte(`{"renamed":true}`)); err != nil {
+		t.Fatalf("RenameServer: %v", err)
+	}
+	got, err := db.GetServer(ctx, "gamma")
+	if err != nil || got.ID != a.ID || string(got.Config) != `{"renamed":true}` {
+		t.Fatalf("after rename: %+v, %v", got, err)
+	}
+	if _, err := db.GetServer(ctx, "alpha"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("old name still found: %v", err)
+	}
+	if evs, err := db.ListConnectionEvents(ctx, a.ID, 10); err != nil || len(evs) != 1 {
+		t.Errorf("history lost on rename: %v %v", evs, err)
+	}
+	if err := db.RenameServer(ctx, a.ID, "beta", nil); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("rename onto a taken name: %v, want ErrConflict", err)
+	}
+	if err := db.RenameServer(ctx, "no-such-id", "delta", nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("rename of an unknown id: %v, want ErrNotFound", err)
 	}
 }
