@@ -28,10 +28,14 @@
 package config
 
 import (
+	"encoding/json"
+	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -112,6 +116,23 @@ type Server struct {
 	HealthCheckURL    string            `json:"health_check_url,omitempty"`
 	DefaultAccess     string            `json:"default_access,omitempty"` // "allow" (default) | "deny"
 
+	// Lifecycle overrides of the settings of the same name; nil or zero =
+	// the setting.
+	RestartOnFailure   *bool   `json:"restart_on_failure,omitempty"`
+	MaxRestartAttempts *int    `json:"max_restart_attempts,omitempty"`
+	StartupTimeout     Seconds `json:"startup_timeout_seconds,omitempty"`
+	ShutdownTimeout    Seconds `json:"shutdown_timeout_seconds,omitempty"`
+	// StartOnDemand: the first call to the server while it is DISCONNECTED
+	// starts it, instead of failing.
+	StartOnDemand bool `json:"start_on_demand,omitempty"`
+	// IdleTimeout stops a stdio server after this long without calls; it is
+	// started again by the next call. Zero = never.
+	IdleTimeout Seconds      `json:"idle_timeout_seconds,omitempty"`
+	HealthCheck *HealthCheck `json:"health_check,omitempty"`
+	// Package is the npm package that provides the server (for install
+	// hints when its command is missing).
+	Package string `json:"package,omitempty"`
+
 	// Pos is the position of each field key, e.g. Pos["url"]; Pos[""] is the
 	// name key. Entries of maps and lists have their own keys too, e.g.
 	// Pos["env.HOME"] and Pos["args[0]"]. Nil for servers not read from a file.
@@ -163,6 +184,19 @@ func (s *Server) Clone() *Server {
 		v := *s.Prefix
 		c.Prefix = &v
 	}
+	if s.RestartOnFailure != nil {
+		v := *s.RestartOnFailure
+		c.RestartOnFailure = &v
+	}
+	if s.MaxRestartAttempts != nil {
+		v := *s.MaxRestartAttempts
+		c.MaxRestartAttempts = &v
+	}
+	if s.HealthCheck != nil {
+		h := *s.HealthCheck
+		h.Args = cloneArgs(s.HealthCheck.Args)
+		c.HealthCheck = &h
+	}
 	c.Args = slices.Clone(s.Args)
 	c.EnvPassthrough = slices.Clone(s.EnvPassthrough)
 	c.Env = maps.Clone(s.Env)
@@ -171,6 +205,96 @@ func (s *Server) Clone() *Server {
 	c.Pos = maps.Clone(s.Pos)
 	c.resolved = maps.Clone(s.resolved)
 	return &c
+}
+
+// HealthMethod returns the health check method in effect: the configured
+// one, else "http" when the server has a health_check_url, else "ping".
+func (s *Server) HealthMethod() string {
+	if s.HealthCheck != nil && s.HealthCheck.Method != "" {
+		return s.HealthCheck.Method
+	}
+	if s.HealthCheckURL != "" {
+		return HealthHTTP
+	}
+	return HealthPing
+}
+
+// Health check methods ([HealthCheck.Method]).
+const (
+	HealthPing     = "ping"      // MCP ping on the server's session
+	HealthToolCall = "tool_call" // call Tool with Args: healthy if it succeeds and is not isError
+	HealthHTTP     = "http"      // GET health_check_url: healthy on a 2xx status
+)
+
+// HealthCheck is how and how often a server's health is probed. Zero
+// fields take the defaults: method from [Server.HealthMethod], interval and
+// timeout from the settings.
+type HealthCheck struct {
+	Method   string         `json:"method,omitempty"`
+	Tool     string         `json:"tool,omitempty"` // the tool's name on the server (not namespaced)
+	Args     map[string]any `json:"args,omitempty"` // arguments of the tool call
+	Interval Seconds        `json:"interval_seconds,omitempty"`
+	Timeout  Seconds        `json:"timeout_seconds,omitempty"`
+}
+
+// Seconds is a duration written as a number of seconds (fractions allowed)
+// in files and JSON, so a stored definition reads like the file it came
+// from. Zero means unset.
+type Seconds time.Duration
+
+// Duration returns s as a time.Duration.
+func (s Seconds) Duration() time.Duration { return time.Duration(s) }
+
+// Or returns s as a time.Duration, or def when s is unset.
+func (s Seconds) Or(def time.Duration) time.Duration {
+	if s == 0 {
+		return def
+	}
+	return time.Duration(s)
+}
+
+// MarshalJSON writes the number of seconds.
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return strconv.AppendFloat(nil, time.Duration(s).Seconds(), 'f', -1, 64), nil
+}
+
+// UnmarshalJSON reads a number of seconds.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("seconds: %w", err)
+	}
+	if math.IsNaN(v) || math.Abs(v) > maxSeconds*10 {
+		return fmt.Errorf("seconds: %v is out of range", v)
+	}
+	*s = Seconds(v * float64(time.Second))
+	return nil
+}
+
+// cloneArgs deep-copies decoded YAML/JSON values (maps, lists, scalars).
+func cloneArgs(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneValue(v)
+	}
+	return out
+}
+
+func cloneValue(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		return cloneArgs(t)
+	case []any:
+		out := make([]any, len(t))
+		for i, x := range t {
+			out[i] = cloneValue(x)
+		}
+		return out
+	}
+	return v
 }
 
 // redactedValue replaces every secret in a [Server.Redacted] copy.
@@ -218,8 +342,34 @@ type Settings struct {
 	LogFormat         string        // text|json, default text            env SWITCHBOARD_LOG_FORMAT
 	ToolNameSeparator string        // "." (default) or "__"              env SWITCHBOARD_TOOL_NAME_SEPARATOR
 	AutoStartDefault  bool          // default false (seed 002)           env SWITCHBOARD_AUTO_START_DEFAULT
-	ConnectTimeout    time.Duration // yaml connect_timeout_seconds, default 30s  env SWITCHBOARD_CONNECT_TIMEOUT_SECONDS
 	ShutdownTimeout   time.Duration // yaml shutdown_timeout_seconds, default 5s  env SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS
+
+	// StartupTimeout bounds starting a server: process start, initialize and
+	// discovery. yaml startup_timeout_seconds, default 10s (seed 002), env
+	// SWITCHBOARD_STARTUP_TIMEOUT_SECONDS; a server may override it.
+	StartupTimeout time.Duration
+	// ConnectTimeout is always equal to StartupTimeout once a config is
+	// loaded. Its key connect_timeout_seconds (env
+	// SWITCHBOARD_CONNECT_TIMEOUT_SECONDS) is still read, as the old name of
+	// startup_timeout_seconds: the value set in the place of higher
+	// precedence wins, and setting both in one place is an error.
+	//
+	// Deprecated: use StartupTimeout.
+	ConnectTimeout time.Duration
+
+	// Upstream lifecycle (issue 4). Each has a yaml key of the same name in
+	// snake case (shown), an env var SWITCHBOARD_<KEY> and, where noted, a
+	// per-server override.
+	HealthCheckInterval     time.Duration // health_check_interval_seconds  30s; server health_check.interval_seconds
+	HealthCheckTimeout      time.Duration // health_check_timeout_seconds    5s; server health_check.timeout_seconds
+	LogDirectory            string        // log_directory: stdio stderr goes to <dir>/<server>.log; "" = no files
+	RestartOnFailure        bool          // restart_on_failure              true; per server
+	MaxRestartAttempts      int           // max_restart_attempts             5 within RestartWindow; per server
+	RestartWindow           time.Duration // restart_window_seconds         300s
+	RestartBackoffInitialMS int           // restart_backoff_initial_ms      500
+	RestartBackoffMaxMS     int           // restart_backoff_max_ms        30000
+	DegradedErrorRate       float64       // degraded_error_rate             0.5: DEGRADED above this share of failed calls
+	DegradedWindowCalls     int           // degraded_window_calls            20: over the last this many calls
 
 	// seed 000 parameters (yaml key = lower-case name; env var as given; defaults as given)
 	RetryMaxAttempts        int     // retry_max_attempts          MCP_RETRY_MAX_ATTEMPTS       3
@@ -245,8 +395,20 @@ func DefaultSettings() Settings {
 		LogFormat:         "text",
 		ToolNameSeparator: ".",
 		AutoStartDefault:  false,
-		ConnectTimeout:    30 * time.Second,
 		ShutdownTimeout:   5 * time.Second,
+		StartupTimeout:    10 * time.Second,
+		ConnectTimeout:    10 * time.Second,
+
+		HealthCheckInterval:     30 * time.Second,
+		HealthCheckTimeout:      5 * time.Second,
+		LogDirectory:            "",
+		RestartOnFailure:        true,
+		MaxRestartAttempts:      5,
+		RestartWindow:           300 * time.Second,
+		RestartBackoffInitialMS: 500,
+		RestartBackoffMaxMS:     30000,
+		DegradedErrorRate:       0.5,
+		DegradedWindowCalls:     20,
 
 		RetryMaxAttempts:        3,
 		RetryBaseMS:             500,

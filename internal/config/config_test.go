@@ -308,6 +308,86 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "bad health checks",
+			yaml: "servers:\n" +
+				"  a:\n    transport: stdio\n    command: x\n    health_check:\n      method: tcp\n" +
+				"  b:\n    transport: stdio\n    command: x\n    health_check: {method: http}\n" +
+				"  c:\n    transport: stdio\n    command: x\n    health_check:\n      method: tool_call\n      args: {q: 1}\n" +
+				"  d:\n    transport: http\n    url: https://e/mcp\n    health_check_url: https://e/health\n    health_check:\n      tool: status\n" +
+				"  d2:\n    transport: stdio\n    command: x\n    health_check:\n      method: tool_call\n      tool: t\n      args: [1]\n" +
+				"  e:\n    transport: stdio\n    command: x\n    health_check:\n      intervall_seconds: 5\n" +
+				"  f:\n    transport: stdio\n    command: x\n    health_check:\n      interval_seconds: 1\n      timeout_seconds: 2\n" +
+				"  g:\n    transport: stdio\n    command: x\n    health_check: ping\n",
+			want: []wantErr{
+				{Line: 6, Field: "servers.a.health_check.method", Msg: `unknown method "tcp": must be "ping", "tool_call" or "http"`},
+				{Line: 10, Field: "servers.b.health_check.method", Msg: `method "http" needs health_check_url`},
+				{Line: 14, Field: "servers.c.health_check.tool", Msg: `tool is required for method "tool_call"`},
+				{Line: 22, Field: "servers.d.health_check.tool", Msg: `only used by method "tool_call" (the method is "http")`},
+				{Line: 29, Field: "servers.d2.health_check.args", Msg: "must be a mapping of argument names to values, got a list"},
+				{Line: 34, Field: "servers.e.health_check.intervall_seconds", Msg: `unknown field "intervall_seconds" (did you mean "interval_seconds"?)`},
+				{Line: 40, Field: "servers.f.health_check.timeout_seconds", Msg: "must be at most health_check.interval_seconds (1s)"},
+				{Line: 44, Field: "servers.g.health_check", Msg: "must be a mapping, got a string"},
+			},
+		},
+		{
+			name: "bad lifecycle fields",
+			yaml: "servers:\n" +
+				"  a:\n    transport: stdio\n    command: x\n    max_restart_attempts: 0\n    startup_timeout_seconds: -1\n    restart_on_failure: yes\n    start_on_demand: 1\n    package: Not A Package\n" +
+				"  b:\n    transport: http\n    url: https://e/mcp\n    idle_timeout_seconds: 60\n    max_restart_attempts: three\n    shutdown_timeout_seconds: 100000\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.max_restart_attempts", Msg: "must be between 1 and 1000 (got 0) (set restart_on_failure: false to never restart)"},
+				{Line: 6, Field: "servers.a.startup_timeout_seconds", Msg: "greater than 0"},
+				{Line: 7, Field: "servers.a.restart_on_failure", Msg: "must be true or false"},
+				{Line: 8, Field: "servers.a.start_on_demand", Msg: "must be true or false"},
+				{Line: 9, Field: "servers.a.package", Msg: `invalid npm package name "Not A Package"`},
+				{Line: 13, Field: "servers.b.idle_timeout_seconds", Msg: "not allowed for an http server (only for stdio servers)"},
+				{Line: 14, Field: "servers.b.max_restart_attempts", Msg: "must be a number, got a string"},
+				{Line: 15, Field: "servers.b.shutdown_timeout_seconds", Msg: "at most 86400"},
+			},
+		},
+		{
+			name: "bad lifecycle settings",
+			yaml: "settings:\n  health_check_interval_seconds: 2\n  health_check_timeout_seconds: 3\n  max_restart_attempts: 0\n" +
+				"  restart_window_seconds: 0\n  restart_backoff_initial_ms: 1000\n  restart_backoff_max_ms: 999\n" +
+				"  degraded_error_rate: 1.5\n  degraded_window_calls: 0\n  restart_on_failure: sometimes\n  log_directory: [logs]\n",
+			want: []wantErr{
+				{Line: 3, Field: "settings.health_check_timeout_seconds", Msg: "must be at most health_check_interval_seconds (2s)"},
+				{Line: 4, Field: "settings.max_restart_attempts", Msg: "must be between 1 and 1000"},
+				{Line: 5, Field: "settings.restart_window_seconds", Msg: "greater than 0"},
+				{Line: 7, Field: "settings.restart_backoff_max_ms", Msg: "must be at least restart_backoff_initial_ms (1000)"},
+				{Line: 8, Field: "settings.degraded_error_rate", Msg: "must be greater than 0 and at most 1"},
+				{Line: 9, Field: "settings.degraded_window_calls", Msg: "must be between 1 and 10000"},
+				{Line: 10, Field: "settings.restart_on_failure", Msg: "must be true or false"},
+				{Line: 11, Field: "settings.log_directory", Msg: "must be a string, got a list"},
+			},
+		},
+		{
+			name: "startup timeout under both names in the file",
+			yaml: "settings:\n  startup_timeout_seconds: 5\n  connect_timeout_seconds: 7\n",
+			want: []wantErr{{Line: 3, Field: "settings.connect_timeout_seconds", Msg: "connect_timeout_seconds is the old name of startup_timeout_seconds; set only startup_timeout_seconds"}},
+		},
+		{
+			name: "startup timeout under both names in the environment",
+			env:  map[string]string{"SWITCHBOARD_STARTUP_TIMEOUT_SECONDS": "1", "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS": "2"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS", Msg: "old name of SWITCHBOARD_STARTUP_TIMEOUT_SECONDS"}},
+		},
+		{
+			name: "lifecycle env overrides",
+			yaml: "",
+			env: map[string]string{
+				"SWITCHBOARD_RESTART_ON_FAILURE":            "maybe",
+				"SWITCHBOARD_DEGRADED_ERROR_RATE":           "0",
+				"SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS": "-5",
+				"SWITCHBOARD_MAX_RESTART_ATTEMPTS":          "1.5",
+			},
+			want: []wantErr{
+				{File: EnvironmentFile, Field: "SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS", Msg: "greater than 0"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_RESTART_ON_FAILURE", Msg: "must be true or false"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_MAX_RESTART_ATTEMPTS", Msg: "must be an integer"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_DEGRADED_ERROR_RATE", Msg: "must be greater than 0 and at most 1"},
+			},
+		},
+		{
 			name: "every problem reported at once, in file order",
 			yaml: "servers:\n  a.b:\n    transport: stdio\n    command: x\n  c:\n    transport: http\nsettings:\n  log_level: loud\nextra: 1\n",
 			want: []wantErr{
@@ -456,6 +536,128 @@ settings:
 	}
 }
 
+func TestParseLifecycle(t *testing.T) {
+	const yaml = `servers:
+  files:
+    transport: stdio
+    command: npx
+    package: "@modelcontextprotocol/server-filesystem"
+    restart_on_failure: false
+    max_restart_attempts: 2
+    startup_timeout_seconds: 60
+    shutdown_timeout_seconds: 0.5
+    start_on_demand: true
+    idle_timeout_seconds: 600
+    health_check:
+      method: tool_call
+      tool: list_allowed_directories
+      args: {path: /srv, depth: 2, opts: {all: true, ratio: 0.5}, tags: [a, ~]}
+      interval_seconds: 10
+      timeout_seconds: 2.5
+  remote:
+    transport: http
+    url: https://e/mcp
+    health_check_url: https://e/health
+    health_check: {}
+  plain:
+    transport: stdio
+    command: x
+settings:
+  log_directory: logs/mcp_servers
+  startup_timeout_seconds: 20
+  degraded_error_rate: 0.25
+`
+	env := map[string]string{
+		"SWITCHBOARD_RESTART_BACKOFF_MAX_MS":       "1000",
+		"SWITCHBOARD_RESTART_ON_FAILURE":           "off",
+		"SWITCHBOARD_HEALTH_CHECK_TIMEOUT_SECONDS": "1",
+	}
+	cfg, err := Parse("s.yaml", []byte(yaml), envFunc(env))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	no, two := false, 2
+	want := &Server{
+		Name: "files", Transport: "stdio", Command: "npx", DefaultAccess: "allow",
+		Package:          "@modelcontextprotocol/server-filesystem",
+		RestartOnFailure: &no, MaxRestartAttempts: &two,
+		StartupTimeout: Seconds(time.Minute), ShutdownTimeout: Seconds(500 * time.Millisecond),
+		StartOnDemand: true, IdleTimeout: Seconds(10 * time.Minute),
+		HealthCheck: &HealthCheck{
+			Method: "tool_call", Tool: "list_allowed_directories",
+			Args:     map[string]any{"path": "/srv", "depth": int64(2), "opts": map[string]any{"all": true, "ratio": 0.5}, "tags": []any{"a", nil}},
+			Interval: Seconds(10 * time.Second), Timeout: Seconds(2500 * time.Millisecond),
+		},
+	}
+	opts := cmp.Options{cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")}
+	if diff := cmp.Diff(want, cfg.Server("files"), opts); diff != "" {
+		t.Errorf("files mismatch (-want +got):\n%s", diff)
+	}
+	if got := cfg.Server("files").Pos["health_check.tool"]; got != (Pos{14, 7}) {
+		t.Errorf(`Pos["health_check.tool"] = %v, want {14 7}`, got)
+	}
+	if h := cfg.Server("remote").HealthCheck; h != nil {
+		t.Errorf("empty health_check decoded as %+v, want nil", h)
+	}
+
+	methods := map[string]string{}
+	for _, s := range cfg.Servers {
+		methods[s.Name] = s.HealthMethod()
+	}
+	if diff := cmp.Diff(map[string]string{"files": HealthToolCall, "remote": HealthHTTP, "plain": HealthPing}, methods); diff != "" {
+		t.Errorf("HealthMethod (-want +got):\n%s", diff)
+	}
+	if got := cfg.Server("plain").StartupTimeout.Or(cfg.Settings.StartupTimeout); got != 20*time.Second {
+		t.Errorf("plain startup timeout = %v, want the setting 20s", got)
+	}
+	if got := cfg.Server("files").StartupTimeout.Or(cfg.Settings.StartupTimeout); got != time.Minute {
+		t.Errorf("files startup timeout = %v, want its own 1m", got)
+	}
+
+	wantSettings := DefaultSettings()
+	wantSettings.LogDirectory = "logs/mcp_servers"
+	wantSettings.StartupTimeout = 20 * time.Second
+	wantSettings.ConnectTimeout = 20 * time.Second // follows StartupTimeout
+	wantSettings.DegradedErrorRate = 0.25
+	wantSettings.RestartBackoffMaxMS = 1000
+	wantSettings.RestartOnFailure = false
+	wantSettings.HealthCheckTimeout = time.Second
+	if diff := cmp.Diff(wantSettings, cfg.Settings); diff != "" {
+		t.Errorf("settings mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestStartupTimeoutAlias(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		env  map[string]string
+		want time.Duration
+	}{
+		{name: "default", want: 10 * time.Second},
+		{name: "new name", yaml: "settings: {startup_timeout_seconds: 3}", want: 3 * time.Second},
+		{name: "old name", yaml: "settings: {connect_timeout_seconds: 4}", want: 4 * time.Second},
+		{name: "old name in env beats new in file", yaml: "settings: {startup_timeout_seconds: 3}",
+			env: map[string]string{"SWITCHBOARD_CONNECT_TIMEOUT_SECONDS": "6"}, want: 6 * time.Second},
+		{name: "new name in env beats old in file", yaml: "settings: {connect_timeout_seconds: 4}",
+			env: map[string]string{"SWITCHBOARD_STARTUP_TIMEOUT_SECONDS": "7"}, want: 7 * time.Second},
+		{name: "new name in file beats nothing in env", yaml: "settings: {startup_timeout_seconds: 3}",
+			env: map[string]string{"SWITCHBOARD_CONNECT_TIMEOUT_SECONDS": ""}, want: 3 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse("s.yaml", []byte(tt.yaml), envFunc(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []time.Duration{cfg.Settings.StartupTimeout, cfg.Settings.ConnectTimeout}
+			if diff := cmp.Diff([]time.Duration{tt.want, tt.want}, got); diff != "" {
+				t.Errorf("StartupTimeout, ConnectTimeout (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestPrecedence(t *testing.T) {
 	const yaml = `settings:
   listen: 0.0.0.0:9000
@@ -486,6 +688,7 @@ func TestPrecedence(t *testing.T) {
 	want.RetryBaseMS = 250
 	want.AutoStartDefault = true
 	want.ConnectTimeout = 500 * time.Millisecond
+	want.StartupTimeout = 500 * time.Millisecond // from its old name
 	want.CircuitCooldownSeconds = 10
 	want.Store = "postgres://u:p@db/switchboard"
 	if diff := cmp.Diff(want, cfg.Settings); diff != "" {
@@ -760,6 +963,22 @@ func TestValidateServer(t *testing.T) {
 			want:   []string{"servers.a.headers.Bad Name: invalid header name", "servers.a.headers.X: line breaks"},
 		},
 		{
+			name: "lifecycle fields set through the API",
+			server: &Server{Name: "a", Transport: "sse", URL: "https://e", IdleTimeout: Seconds(-time.Second), StartupTimeout: Seconds(-1),
+				HealthCheck: &HealthCheck{Method: "http", Interval: Seconds(time.Second), Timeout: Seconds(2 * time.Second)}},
+			want: []string{
+				"servers.a.idle_timeout_seconds: only for stdio servers",
+				"servers.a.startup_timeout_seconds: greater than 0",
+				"servers.a.idle_timeout_seconds: greater than 0",
+				"servers.a.health_check.timeout_seconds: at most health_check.interval_seconds",
+				"servers.a.health_check.method: needs health_check_url",
+			},
+		},
+		{
+			name:   "valid lifecycle",
+			server: &Server{Name: "a", Transport: "stdio", Command: "x", Package: "left-pad@^1.3.0", HealthCheck: &HealthCheck{Method: "tool_call", Tool: "t", Args: map[string]any{"x": 1}}},
+		},
+		{
 			name:   "env in passthrough and env",
 			server: &Server{Name: "a", Transport: "stdio", Command: "x", Env: map[string]string{"HOME": "/"}, EnvPassthrough: []string{"HOME"}},
 			want:   []string{"servers.a.env_passthrough[0]: also set in env"},
@@ -876,13 +1095,19 @@ func TestExpand(t *testing.T) {
 }
 
 func TestServerJSONRoundTrip(t *testing.T) {
-	yes, empty := true, ""
+	yes, empty, three := true, "", 3
 	s := &Server{
 		Name: "a", Transport: "http", Description: "d", AutoStart: &yes, Prefix: &empty,
 		Command: "c", Args: []string{"x"}, Env: map[string]string{"E": "${V}"}, EnvPassthrough: []string{"P"}, Cwd: "/",
 		URL: "https://e", Headers: map[string]string{"H": "v"}, HeadersFromEnv: map[string]string{"H2": "V2"},
 		BearerTokenEnvVar: "T", HealthCheckURL: "https://e/h", DefaultAccess: "deny",
-		Pos: map[string]Pos{"": {1, 1}},
+		RestartOnFailure: &yes, MaxRestartAttempts: &three,
+		StartupTimeout: Seconds(1500 * time.Millisecond), ShutdownTimeout: Seconds(2 * time.Second),
+		StartOnDemand: true, IdleTimeout: Seconds(time.Minute),
+		HealthCheck: &HealthCheck{Method: "tool_call", Tool: "status", Args: map[string]any{"deep": map[string]any{"x": "y"}, "n": 1.5},
+			Interval: Seconds(10 * time.Second), Timeout: Seconds(250 * time.Millisecond)},
+		Package: "@scope/pkg@1.0.0",
+		Pos:     map[string]Pos{"": {1, 1}},
 	}
 	js, err := json.Marshal(s)
 	if err != nil {
@@ -906,6 +1131,17 @@ func TestServerJSONRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(s, &back, cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")); diff != "" {
 		t.Errorf("round trip mismatch (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(string(js), `"startup_timeout_seconds":1.5`) || !strings.Contains(string(js), `"interval_seconds":10`) {
+		t.Errorf("durations are not written as seconds: %s", js)
+	}
+	// A clone shares nothing with its original.
+	c := s.Clone()
+	*c.RestartOnFailure, *c.MaxRestartAttempts = false, 9
+	c.HealthCheck.Args["deep"].(map[string]any)["x"] = "changed"
+	c.HealthCheck.Tool = "other"
+	if diff := cmp.Diff(&back, s, cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")); diff != "" {
+		t.Errorf("editing a clone changed the original (-want +got):\n%s", diff)
 	}
 	// A nil prefix (= the server name) must stay nil, distinct from "".
 	js, _ = json.Marshal(&Server{Name: "b", Transport: "stdio"})
@@ -970,6 +1206,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(defaultYAML)
 	f.Add([]byte("servers:\n  a: &a\n    transport: stdio\n    command: x\n  b:\n    <<: [*a, *a]\n    env: {X: \"${Y}\"}\n"))
 	f.Add([]byte("servers:\n  h:\n    transport: http\n    url: https://e/mcp\n    headers: {A: \"${A}$$\"}\n    headers_from_env: {B: B}\n    bearer_token_env_var: T\nsettings:\n  retry_factor: 1.5\n  connect_timeout_seconds: 2\n"))
+	f.Add([]byte("servers:\n  s:\n    transport: stdio\n    command: x\n    idle_timeout_seconds: 1.5\n    max_restart_attempts: 2\n    health_check:\n      method: tool_call\n      tool: t\n      args: {a: [1, 2.5, true, ~, {b: c}]}\n      interval_seconds: 3\nsettings:\n  restart_window_seconds: 60\n  degraded_error_rate: 0.5\n"))
 	f.Add([]byte("a: &x [*x]\nb: &y *y\n"))
 	f.Add([]byte("servers: {x: !!str 1, ? y : z}\n---\n"))
 	getenv := envFunc(map[string]string{"A": "a", "B": "b", "T": "t", "Y": "y"})

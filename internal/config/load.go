@@ -106,6 +106,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 	}
 
 	errs = append(errs, applyEnv(&cfg.Settings, getenv, src)...)
+	errs = append(errs, resolveAliases(name, &cfg.Settings, src)...)
 	errs = append(errs, validateSettings(name, &cfg.Settings, src)...)
 
 	for i, s := range servers {

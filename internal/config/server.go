@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml/ast"
 )
@@ -18,7 +20,15 @@ var serverFields = []string{
 	"command", "args", "env", "env_passthrough", "cwd",
 	"url", "headers", "headers_from_env", "bearer_token_env_var", "health_check_url",
 	"default_access",
+	"restart_on_failure", "max_restart_attempts", "startup_timeout_seconds", "shutdown_timeout_seconds",
+	"start_on_demand", "idle_timeout_seconds", "health_check", "package",
 }
+
+// healthCheckFields are the keys of a server's health_check mapping.
+var healthCheckFields = []string{"method", "tool", "args", "interval_seconds", "timeout_seconds"}
+
+// healthMethods are the values of health_check.method.
+var healthMethods = []string{HealthPing, HealthToolCall, HealthHTTP}
 
 // problem is a server problem before it is given a file position: sub is the
 // field path below the server ("url", "env.HOME", "args[2]"; "" = the name).
@@ -63,6 +73,12 @@ func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bo
 		"bearer_token_env_var": &s.BearerTokenEnvVar,
 		"health_check_url":     &s.HealthCheckURL,
 		"default_access":       &s.DefaultAccess,
+		"package":              &s.Package,
+	}
+	secs := map[string]*Seconds{
+		"startup_timeout_seconds":  &s.StartupTimeout,
+		"shutdown_timeout_seconds": &s.ShutdownTimeout,
+		"idle_timeout_seconds":     &s.IdleTimeout,
 	}
 	for _, e := range entries {
 		field := join(path, e.key)
@@ -74,6 +90,23 @@ func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bo
 			if v, set, ok = d.boolean(e.value, field); ok && set {
 				s.AutoStart = &v
 			}
+		case "restart_on_failure":
+			var v, set bool
+			if v, set, ok = d.boolean(e.value, field); ok && set {
+				s.RestartOnFailure = &v
+			}
+		case "start_on_demand":
+			s.StartOnDemand, _, ok = d.boolean(e.value, field)
+		case "max_restart_attempts":
+			var v int
+			var set bool
+			if v, set, ok = d.integer(e.value, field); ok && set {
+				s.MaxRestartAttempts = &v
+			}
+		case "startup_timeout_seconds", "shutdown_timeout_seconds", "idle_timeout_seconds":
+			*secs[e.key], ok = d.seconds(e.value, field)
+		case "health_check":
+			s.HealthCheck, ok = d.healthCheck(e.value, field, s.Pos)
 		case "prefix":
 			var v string
 			var set bool
@@ -108,6 +141,67 @@ func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bo
 		}
 	}
 	return bad
+}
+
+// healthCheck decodes a server's health_check mapping, recording each key's
+// position as pos["health_check.key"]. Null means no health_check.
+func (d *decoder) healthCheck(n ast.Node, field string, pos map[string]Pos) (*HealthCheck, bool) {
+	entries, ok := d.mapping(n, field)
+	if entries == nil {
+		return nil, ok
+	}
+	h := &HealthCheck{}
+	for _, e := range entries {
+		f := join(field, e.key)
+		itemOK := true
+		switch e.key {
+		case "method":
+			h.Method, _, itemOK = d.str(e.value, f)
+		case "tool":
+			h.Tool, _, itemOK = d.str(e.value, f)
+		case "args":
+			var v any
+			if v, itemOK = d.value(e.value, f); itemOK {
+				switch m := v.(type) {
+				case map[string]any:
+					h.Args = m
+				case nil:
+				default:
+					d.errorf(posOf(e.value), f, "must be a mapping of argument names to values, got %s", kindOfValue(v))
+					itemOK = false
+				}
+			}
+		case "interval_seconds":
+			h.Interval, itemOK = d.seconds(e.value, f)
+		case "timeout_seconds":
+			h.Timeout, itemOK = d.seconds(e.value, f)
+		default:
+			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, healthCheckFields))
+			ok = false
+			continue
+		}
+		pos["health_check."+e.key] = e.pos
+		ok = ok && itemOK
+	}
+	return h, ok
+}
+
+// kindOfValue names the kind of a decoded value for type errors, never the
+// value itself.
+func kindOfValue(v any) string {
+	switch v.(type) {
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case int64:
+		return "an integer"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "an unsupported value"
 }
 
 // strList decodes a list of strings, recording each item's position as
@@ -241,6 +335,7 @@ func validateServer(s *Server) []problem {
 	}{
 		{"command", s.Command != ""}, {"args", len(s.Args) > 0}, {"env", len(s.Env) > 0},
 		{"env_passthrough", len(s.EnvPassthrough) > 0}, {"cwd", s.Cwd != ""},
+		{"idle_timeout_seconds", s.IdleTimeout != 0},
 	}
 	httpOnly := []struct {
 		key string
@@ -286,6 +381,8 @@ func validateServer(s *Server) []problem {
 	default:
 		add("default_access", "invalid value %q: must be \"allow\" or \"deny\"", s.DefaultAccess)
 	}
+
+	probs = append(probs, validateLifecycle(s)...)
 
 	if strings.ContainsRune(s.Command, 0) {
 		add("command", "must not contain a NUL byte")
@@ -350,6 +447,71 @@ func validateServer(s *Server) []problem {
 			add("bearer_token_env_var", "%s", badRefMsg)
 		}
 		claim("Authorization", "bearer_token_env_var")
+	}
+	return probs
+}
+
+// npmPackageRE is an npm package name, scoped or not, optionally with a
+// version or tag: "@modelcontextprotocol/server-filesystem@1.2.0".
+var npmPackageRE = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*(@[A-Za-z0-9._~^<>=*+-]+)?$`)
+
+// validateLifecycle checks the restart, timeout, health check and package
+// fields of a server.
+func validateLifecycle(s *Server) []problem {
+	var probs []problem
+	add := func(sub, format string, args ...any) {
+		probs = append(probs, problem{sub, fmt.Sprintf(format, args...)})
+	}
+	if n := s.MaxRestartAttempts; n != nil {
+		if msg := between(*n, 1, maxRestartAttempts); msg != "" {
+			add("max_restart_attempts", "%s (set restart_on_failure: false to never restart)", msg)
+		}
+	}
+	checkSeconds := func(sub string, v Seconds) {
+		if v != 0 {
+			if _, msg := seconds(time.Duration(v).Seconds()); msg != "" {
+				add(sub, "%s", msg)
+			}
+		}
+	}
+	checkSeconds("startup_timeout_seconds", s.StartupTimeout)
+	checkSeconds("shutdown_timeout_seconds", s.ShutdownTimeout)
+	checkSeconds("idle_timeout_seconds", s.IdleTimeout)
+
+	if h := s.HealthCheck; h != nil {
+		checkSeconds("health_check.interval_seconds", h.Interval)
+		checkSeconds("health_check.timeout_seconds", h.Timeout)
+		if h.Interval > 0 && h.Timeout > h.Interval {
+			add("health_check.timeout_seconds", "must be at most health_check.interval_seconds (%s)", formatSeconds(h.Interval.Duration()))
+		}
+		switch h.Method {
+		case "", HealthPing, HealthToolCall, HealthHTTP:
+		default:
+			quoted := make([]string, len(healthMethods))
+			for i, m := range healthMethods {
+				quoted[i] = strconv.Quote(m)
+			}
+			add("health_check.method", "unknown method %q: must be %s", h.Method, joinOr(quoted))
+		}
+		method := s.HealthMethod()
+		if method == HealthHTTP && s.HealthCheckURL == "" {
+			add("health_check.method", "method \"http\" needs health_check_url (sse and http servers only)")
+		}
+		if method == HealthToolCall && h.Tool == "" {
+			add("health_check.tool", "tool is required for method \"tool_call\"")
+		}
+		if method != HealthToolCall {
+			if h.Tool != "" {
+				add("health_check.tool", "only used by method \"tool_call\" (the method is %q)", method)
+			}
+			if len(h.Args) > 0 {
+				add("health_check.args", "only used by method \"tool_call\" (the method is %q)", method)
+			}
+		}
+	}
+
+	if s.Package != "" && (len(s.Package) > 214 || !npmPackageRE.MatchString(s.Package)) {
+		add("package", "invalid npm package name %q: use lower-case letters, digits, -, ., _ and ~, optionally @scope/ before and @version after", s.Package)
 	}
 	return probs
 }

@@ -27,6 +27,9 @@ type settingDef struct {
 // the conversion to time.Duration far from overflow.
 const maxSeconds = 86400
 
+// maxRestartAttempts bounds max_restart_attempts (settings and servers).
+const maxRestartAttempts = 1000
+
 var settingDefs = []settingDef{
 	{"listen", "SWITCHBOARD_LISTEN", func(s *Settings) any { return &s.Listen }, func(s *Settings) string { return checkListen(s.Listen) }},
 	{"store", "SWITCHBOARD_STORE", func(s *Settings) any { return &s.Store }, func(s *Settings) string {
@@ -45,8 +48,48 @@ var settingDefs = []settingDef{
 		return oneOf(s.ToolNameSeparator, ".", "__")
 	}},
 	{"auto_start_default", "SWITCHBOARD_AUTO_START_DEFAULT", func(s *Settings) any { return &s.AutoStartDefault }, nil},
-	{"connect_timeout_seconds", "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ConnectTimeout }, nil},
+	{"startup_timeout_seconds", "SWITCHBOARD_STARTUP_TIMEOUT_SECONDS", func(s *Settings) any { return &s.StartupTimeout }, nil},
+	{"connect_timeout_seconds", "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ConnectTimeout }, nil}, // old name of startup_timeout_seconds
 	{"shutdown_timeout_seconds", "SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ShutdownTimeout }, nil},
+	{"health_check_interval_seconds", "SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS", func(s *Settings) any { return &s.HealthCheckInterval }, nil},
+	{"health_check_timeout_seconds", "SWITCHBOARD_HEALTH_CHECK_TIMEOUT_SECONDS", func(s *Settings) any { return &s.HealthCheckTimeout }, func(s *Settings) string {
+		if s.HealthCheckTimeout > s.HealthCheckInterval {
+			return fmt.Sprintf("must be at most health_check_interval_seconds (%s)", formatSeconds(s.HealthCheckInterval))
+		}
+		return ""
+	}},
+	{"log_directory", "SWITCHBOARD_LOG_DIRECTORY", func(s *Settings) any { return &s.LogDirectory }, func(s *Settings) string {
+		if strings.ContainsRune(s.LogDirectory, 0) {
+			return "must not contain a NUL byte"
+		}
+		return ""
+	}},
+	{"restart_on_failure", "SWITCHBOARD_RESTART_ON_FAILURE", func(s *Settings) any { return &s.RestartOnFailure }, nil},
+	{"max_restart_attempts", "SWITCHBOARD_MAX_RESTART_ATTEMPTS", func(s *Settings) any { return &s.MaxRestartAttempts }, func(s *Settings) string {
+		return between(s.MaxRestartAttempts, 1, maxRestartAttempts)
+	}},
+	{"restart_window_seconds", "SWITCHBOARD_RESTART_WINDOW_SECONDS", func(s *Settings) any { return &s.RestartWindow }, nil},
+	{"restart_backoff_initial_ms", "SWITCHBOARD_RESTART_BACKOFF_INITIAL_MS", func(s *Settings) any { return &s.RestartBackoffInitialMS }, func(s *Settings) string {
+		return between(s.RestartBackoffInitialMS, 1, maxSeconds*1000)
+	}},
+	{"restart_backoff_max_ms", "SWITCHBOARD_RESTART_BACKOFF_MAX_MS", func(s *Settings) any { return &s.RestartBackoffMaxMS }, func(s *Settings) string {
+		if msg := between(s.RestartBackoffMaxMS, 1, maxSeconds*1000); msg != "" {
+			return msg
+		}
+		if s.RestartBackoffMaxMS < s.RestartBackoffInitialMS {
+			return fmt.Sprintf("must be at least restart_backoff_initial_ms (%d)", s.RestartBackoffInitialMS)
+		}
+		return ""
+	}},
+	{"degraded_error_rate", "SWITCHBOARD_DEGRADED_ERROR_RATE", func(s *Settings) any { return &s.DegradedErrorRate }, func(s *Settings) string {
+		if !(s.DegradedErrorRate > 0 && s.DegradedErrorRate <= 1) {
+			return "must be greater than 0 and at most 1 (a share of calls: 0.5 = half)"
+		}
+		return ""
+	}},
+	{"degraded_window_calls", "SWITCHBOARD_DEGRADED_WINDOW_CALLS", func(s *Settings) any { return &s.DegradedWindowCalls }, func(s *Settings) string {
+		return between(s.DegradedWindowCalls, 1, 10000)
+	}},
 	{"retry_max_attempts", "MCP_RETRY_MAX_ATTEMPTS", func(s *Settings) any { return &s.RetryMaxAttempts }, func(s *Settings) string {
 		return between(s.RetryMaxAttempts, 1, 100)
 	}},
@@ -254,6 +297,54 @@ func seconds(v float64) (time.Duration, string) {
 		return 0, fmt.Sprintf("must be a number of seconds greater than 0 and at most %d", maxSeconds)
 	}
 	return time.Duration(v * float64(time.Second)), ""
+}
+
+// formatSeconds writes d as in a file: "300s", "2.5s".
+func formatSeconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+}
+
+// settingAliases maps an old setting name to its new one. Both keys stay
+// readable; the value from the place of higher precedence wins (environment
+// over file over default), and setting both in one place is an error.
+var settingAliases = []struct{ old, new string }{
+	{"connect_timeout_seconds", "startup_timeout_seconds"},
+}
+
+// resolveAliases copies each old setting's value to its new one where the old
+// was set with higher precedence, then the new value back to the old, so both
+// fields read the same.
+func resolveAliases(file string, s *Settings, src map[string]settingSource) Errors {
+	rank := func(from settingSource) int {
+		switch {
+		case from.env:
+			return 2
+		case from.file:
+			return 1
+		}
+		return 0
+	}
+	var errs Errors
+	for _, a := range settingAliases {
+		oldDef, newDef := findSetting(a.old), findSetting(a.new)
+		oldSrc, newSrc := src[a.old], src[a.new]
+		oldP, newP := oldDef.ptr(s).(*time.Duration), newDef.ptr(s).(*time.Duration)
+		switch ro, rn := rank(oldSrc), rank(newSrc); {
+		case ro > 0 && ro == rn:
+			msg := fmt.Sprintf("%s is the old name of %s; set only %s", a.old, a.new, a.new)
+			if oldSrc.env {
+				msg = fmt.Sprintf("%s is the old name of %s; set only %s", oldDef.env, newDef.env, newDef.env)
+				errs = append(errs, &Error{File: EnvironmentFile, Field: oldDef.env, Msg: msg})
+			} else {
+				errs = append(errs, &Error{File: file, Line: oldSrc.pos.Line, Column: oldSrc.pos.Column, Field: "settings." + a.old, Msg: msg})
+			}
+		case ro > rn:
+			*newP = *oldP
+			src[a.new] = oldSrc
+		}
+		*oldP = *newP
+	}
+	return errs
 }
 
 // validateSettings checks the final values and points each problem at the place

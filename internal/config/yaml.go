@@ -417,6 +417,79 @@ func (d *decoder) number(n ast.Node, field string) (v float64, i int64, isInt, s
 	return 0, 0, false, false, false
 }
 
+// integer decodes an integer that fits an int. set is false for null.
+func (d *decoder) integer(n ast.Node, field string) (v int, set, ok bool) {
+	_, i, isInt, set, ok := d.number(n, field)
+	if !ok || !set {
+		return 0, false, ok
+	}
+	if !isInt || int64(int(i)) != i {
+		d.errorf(posOf(n), field, "must be an integer")
+		return 0, false, false
+	}
+	return int(i), true, true
+}
+
+// seconds decodes a number of seconds (greater than 0, at most maxSeconds);
+// null is 0, unset.
+func (d *decoder) seconds(n ast.Node, field string) (Seconds, bool) {
+	v, _, _, set, ok := d.number(n, field)
+	if !ok || !set {
+		return 0, ok
+	}
+	dur, msg := seconds(v)
+	if msg != "" {
+		d.errorf(posOf(n), field, "%s", msg)
+		return 0, false
+	}
+	return Seconds(dur), true
+}
+
+// value decodes any YAML value into what encoding/json would produce from
+// the equivalent JSON, except that integers stay int64: map[string]any,
+// []any, string, int64, float64, bool or nil.
+func (d *decoder) value(n ast.Node, field string) (any, bool) {
+	n, ok := d.resolve(n, field)
+	if !ok {
+		return nil, false
+	}
+	if isNull(n) {
+		return nil, true
+	}
+	switch t := n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode:
+		entries, ok := d.mapping(n, field)
+		m := make(map[string]any, len(entries))
+		for _, e := range entries {
+			v, itemOK := d.value(e.value, join(field, e.key))
+			ok = ok && itemOK
+			m[e.key] = v
+		}
+		return m, ok
+	case *ast.SequenceNode:
+		out := make([]any, 0, len(t.Values))
+		for i, item := range t.Values {
+			v, itemOK := d.value(item, fmt.Sprintf("%s[%d]", field, i))
+			ok = ok && itemOK
+			out = append(out, v)
+		}
+		return out, ok
+	case *ast.BoolNode:
+		return t.Value, true
+	case *ast.IntegerNode, *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		v, i, isInt, _, ok := d.number(n, field)
+		if isInt {
+			return i, ok
+		}
+		return v, ok
+	}
+	if s, ok := scalarText(n); ok {
+		return s, true
+	}
+	d.errorf(posOf(n), field, "unsupported value: %s", kindOf(n))
+	return nil, false
+}
+
 // join appends a key to a dotted field path.
 func join(field, key string) string {
 	if field == "" {
