@@ -99,7 +99,7 @@ func TestHTTPTransports(t *testing.T) {
 				t.Errorf("calling an unknown tool succeeded")
 			}
 
-			if err := m.Disconnect(ctx, "remote"); err != nil {
+			if _, err := m.Disconnect(ctx, "remote"); err != nil {
 				t.Fatal(err)
 			}
 			if withKey.Load() == 0 || withoutKey.Load() != 0 {
@@ -187,7 +187,7 @@ func TestHTTPConnectFailures(t *testing.T) {
 				}
 			}
 			for i := range 2 {
-				if err := m.Disconnect(context.Background(), "x"); err != nil {
+				if _, err := m.Disconnect(context.Background(), "x"); err != nil {
 					t.Errorf("Disconnect #%d: %v", i+1, err)
 				}
 			}

@@ -129,7 +129,7 @@ func TestReadLines(t *testing.T) {
 	long := strings.Repeat("x", 3*maxStderrLine)
 	in := "first\r\n" + long + "\nafter long\nunterminated"
 	var r lineRing
-	last := readLines(strings.NewReader(in), &r, slog.New(slog.DiscardHandler))
+	last := readLines(strings.NewReader(in), &r, nil, slog.New(slog.DiscardHandler))
 	want := []string{"first", long[:maxStderrLine], "after long", "unterminated"}
 	if diff := cmp.Diff(want, r.snapshot()); diff != "" {
 		t.Errorf("lines (-want +got):\n%s", diff)

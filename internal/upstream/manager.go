@@ -54,6 +54,35 @@ func NewManager(opts *Options) *Manager {
 	if o.PeerSessionIdle <= 0 {
 		o.PeerSessionIdle = 5 * time.Minute
 	}
+	r := &o.Restart
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 5
+	}
+	if r.Window <= 0 {
+		r.Window = 5 * time.Minute
+	}
+	if r.BackoffInitial <= 0 {
+		r.BackoffInitial = 500 * time.Millisecond
+	}
+	if r.BackoffMax <= 0 {
+		r.BackoffMax = 30 * time.Second
+	}
+	r.BackoffMax = max(r.BackoffMax, r.BackoffInitial)
+	if o.HealthInterval <= 0 {
+		o.HealthInterval = 30 * time.Second
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 5 * time.Second
+	}
+	if !(o.DegradedErrorRate > 0 && o.DegradedErrorRate <= 1) {
+		o.DegradedErrorRate = 0.5
+	}
+	if o.DegradedWindowCalls <= 0 {
+		o.DegradedWindowCalls = 20
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 30 * time.Second
+	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}
@@ -111,8 +140,14 @@ func (m *Manager) get(name string) (*supervisor, error) {
 // Connect starts/connects the server and discovers it; it blocks until CONNECTED or ERROR (or ctx done)
 // and returns the failure. Connecting an already CONNECTED server is a no-op.
 //
+// It is the operator's connect: it starts a server in ERROR at once, even in
+// a crash loop, whose count starts over. After a failure, the server is
+// restarted with backoff like after a crash, unless the failure is a
+// configuration problem (command not found). During a [Manager.Disconnect]'s
+// drain, Connect waits for the drain to end, then connects.
+//
 // A failure is an *UnavailableError in state ERROR. When ctx ends first, the
-// attempt carries on in the background (bounded by Options.ConnectTimeout)
+// attempt carries on in the background (bounded by the startup timeout)
 // and Connect returns ctx's error.
 func (m *Manager) Connect(ctx context.Context, name string) error {
 	s, err := m.get(name)
@@ -122,7 +157,13 @@ func (m *Manager) Connect(ctx context.Context, name string) error {
 	if s.snapshot().State.serving() {
 		return nil
 	}
-	switch err := s.request(ctx, cmdConnect); {
+	return m.start(ctx, s, cmdConnect)
+}
+
+// start sends a connect command (cmdConnect, cmdDemand) and waits for it.
+func (m *Manager) start(ctx context.Context, s *supervisor, kind cmdKind) error {
+	name := s.name
+	switch err := s.request(ctx, kind).err; {
 	case errors.Is(err, errGone):
 		return fmt.Errorf("upstream %q: %w", name, ErrNotFound)
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
@@ -132,24 +173,57 @@ func (m *Manager) Connect(ctx context.Context, name string) error {
 	}
 }
 
-// Disconnect closes the session (stdio: stops the process) → DISCONNECTED. Idempotent.
-// It also aborts a connect in progress. When ctx ends first, the stop carries
-// on in the background and Disconnect returns ctx's error.
-func (m *Manager) Disconnect(ctx context.Context, name string) error {
+// Disconnect drains the server, then closes the session (stdio: stops the
+// process) → DISCONNECTED. Idempotent. It returns the number of calls that
+// were in flight when it began.
+//
+// Draining: the state becomes DISCONNECTED at once, with Status.Draining
+// set, and new calls fail with an *UnavailableError (DISCONNECTED,
+// "draining: ..."). The calls in flight may finish, for up to
+// Options.DrainTimeout; then they are aborted (*UnavailableError) and the
+// session closes. A second Disconnect during the drain waits for the same
+// end. It also aborts a connect in progress and cancels a scheduled restart.
+//
+// When ctx ends first, the drain and stop carry on in the background and
+// Disconnect returns ctx's error. Remove and Close do not drain.
+func (m *Manager) Disconnect(ctx context.Context, name string) (pending int, err error) {
 	s, err := m.get(name)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	switch err := s.request(ctx, cmdDisconnect); {
-	case errors.Is(err, errGone):
-		return nil // removed meanwhile: disconnected all the same
-	case err != nil:
-		return fmt.Errorf("disconnecting upstream %q: %w", name, err)
+	r := s.request(ctx, cmdDisconnect)
+	switch {
+	case errors.Is(r.err, errGone):
+		return 0, nil // removed meanwhile: disconnected all the same
+	case r.err != nil:
+		return 0, fmt.Errorf("disconnecting upstream %q: %w", name, r.err)
 	}
-	return nil
+	return r.pending, nil
 }
 
-// Remove disconnects and forgets the server. ErrNotFound if unknown.
+// Rediscover lists everything the server offers again now, publishes it
+// (Options.OnDiscovery) and returns it. The server must be CONNECTED or
+// DEGRADED: otherwise the error is an *UnavailableError. A listing that
+// fails leaves the last discovery in place and returns the (redacted)
+// failure.
+func (m *Manager) Rediscover(ctx context.Context, name string) (Discovery, error) {
+	s, err := m.get(name)
+	if err != nil {
+		return Discovery{}, err
+	}
+	r := s.request(ctx, cmdRediscover)
+	switch {
+	case errors.Is(r.err, errGone):
+		return Discovery{}, fmt.Errorf("upstream %q: %w", name, ErrNotFound)
+	case r.err != nil && ctx.Err() != nil && errors.Is(r.err, ctx.Err()):
+		return Discovery{}, fmt.Errorf("re-discovering upstream %q: %w", name, r.err)
+	case r.err != nil:
+		return Discovery{}, r.err
+	}
+	return r.disc, nil
+}
+
+// Remove disconnects (without draining) and forgets the server. ErrNotFound if unknown.
 // The name is free for Add as soon as Remove is called; Remove waits for the
 // old server to stop unless ctx ends first.
 func (m *Manager) Remove(ctx context.Context, name string) error {
@@ -169,7 +243,10 @@ func (m *Manager) Remove(ctx context.Context, name string) error {
 	}
 }
 
-// Close disconnects every server and waits for all goroutines and child processes. Idempotent.
+// Close disconnects every server and waits for all goroutines and child
+// processes. Idempotent. It does not drain: calls in flight are aborted, and
+// every stdio server is stopped within its shutdown timeout (its whole
+// process group is killed at the end of it), all servers at once.
 // If ctx ends first, Close returns its error while the servers finish stopping.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
@@ -266,6 +343,11 @@ func (m *Manager) Session(name string) (*mcp.ClientSession, error) {
 // CallTool calls a tool by its ORIGINAL name on the server. Arguments are passed through untouched
 // (params.Arguments may be a json.RawMessage). A transport failure that ends the session moves the
 // server to ERROR, and the call returns an *UnavailableError.
+//
+// A call to a server that is DISCONNECTED with Status.OnDemand starts it
+// first, waiting up to its startup timeout. Calls count towards the
+// server's error rate (DEGRADED) and, when successful, as passing health
+// checks; they keep an idle_timeout from stopping it.
 //
 // A tool's own failure is a result with IsError, not an error. With a [Peer]
 // in ctx, what the server sends during the call is relayed to it (see

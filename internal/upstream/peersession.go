@@ -207,7 +207,7 @@ func (s *supervisor) runPeer(sess *session, ps *peerSession) {
 // connectPeer connects a session for ps with the primary session's
 // transport settings and the peer's capabilities.
 func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSession, error) {
-	ctx, cancel := context.WithTimeout(ps.ctx, s.opts.ConnectTimeout)
+	ctx, cancel := context.WithTimeout(ps.ctx, s.lc.startup)
 	defer cancel()
 	t, _, err := s.httpTransport(ps.ctx, ps.router)
 	if err != nil {

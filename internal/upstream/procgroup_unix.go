@@ -13,6 +13,17 @@ import (
 // signal sent to the gateway does not reach it directly.
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
+}
+
+// terminateGroup asks the process group led by pid to exit: SIGTERM, and
+// SIGCONT so that a stopped process can act on it. A group that is gone
+// already is not an error worth reporting.
+func terminateGroup(pid int) {
+	if pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGTERM) // ESRCH: nothing left to signal
+		_ = syscall.Kill(-pid, syscall.SIGCONT)
+	}
 }
 
 // killProcessGroup kills whatever is left of the group led by pid. A group

@@ -20,7 +20,11 @@ type callSpec struct {
 // relay runs one call on the server: on the peer's own session (sse/http
 // with a peer in ctx) or on the primary one. The call is aborted if its
 // session is torn down meanwhile, and a call that failed because the primary
-// session ended reports the server's new state.
+// session ended reports the server's new state. The call is counted in
+// flight on the primary session (for draining and idleness) and its outcome
+// in the server's error rate.
+//
+// A server that is DISCONNECTED and starts on demand is started first.
 //
 // A session the server no longer knows (an HTTP server that restarted
 // answers 404) is replaced, and the call retried once: the server rejected
@@ -35,87 +39,127 @@ func relay[R any](ctx context.Context, m *Manager, server string, spec callSpec,
 	peer, _ := PeerFrom(ctx)
 	info := &callInfo{peer: peer, ctx: ctx}
 	ctx = context.WithValue(ctx, callKey{}, info)
-	perPeer := peer != nil && !spec.shared && s.usesPeerSessions()
-	healed, redone := false, false
+	st := relayState{perPeer: peer != nil && !spec.shared && s.usesPeerSessions()}
 	heal := func() error {
-		healed = true
+		st.healed = true
 		s.log.Info("upstream session expired; reconnecting")
 		return m.Connect(ctx, server)
 	}
 	for {
-		sess, err := s.serving()
+		sess, err := s.acquire()
 		if err != nil {
-			if !healed && s.isExpired() {
+			switch {
+			case !st.healed && s.isExpired():
 				if err := heal(); err != nil {
+					return zero, err
+				}
+				continue
+			case !st.started && s.startable():
+				st.started = true
+				s.log.Info("upstream starting on demand")
+				if err := m.start(ctx, s, cmdDemand); err != nil {
 					return zero, err
 				}
 				continue
 			}
 			return zero, err
 		}
-		unavailable := func(cause error) error {
-			st := s.snapshot()
-			return &UnavailableError{Server: server, State: st.State, Reason: st.LastError, cause: cause}
-		}
-		failed := func(err error) error {
-			return &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, sess.redact.Error(err)), err: err}
-		}
-
-		r, cs, lifetime := sess.router, sess.cs, sess.ctx
-		var ps *peerSession
-		if perPeer {
-			if ps, err = s.acquirePeer(ctx, sess, peer); err != nil {
-				if ctx.Err() == nil && sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
-					return zero, unavailable(err)
-				}
-				if errors.Is(err, ctx.Err()) {
-					return zero, failed(err)
-				}
-				return zero, err // says what failed, redacted
+		res, err, next := relayOn(ctx, s, sess, server, spec, info, &st, call)
+		s.release(ctx, sess, err, next == stepDone)
+		switch next {
+		case stepRetry:
+			continue
+		case stepHeal:
+			if err := heal(); err != nil {
+				return zero, err
 			}
-			r, cs, lifetime = ps.router, ps.cs, ps.ctx
+			continue
 		}
-		meta, end := r.begin(info, spec.meta, s.level(peer), usesNewProtocol(cs))
-		res, err := runOn(ctx, lifetime, cs, meta, call)
-		end()
-		if ps != nil {
-			s.releasePeer(sess, ps)
-		}
-		if err == nil {
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return zero, failed(err)
-		}
-		expired := errors.Is(err, mcp.ErrSessionMissing)
-		if ps != nil {
-			if expired && !redone {
-				// The server forgot the peer's session. If it restarted, it
-				// forgot the primary one too: a ping finds out, and ends
-				// the primary session if so, before the retry.
-				redone = true
-				s.dropPeer(sess, ps)
-				if perr := sess.cs.Ping(ctx, nil); errors.Is(perr, mcp.ErrSessionMissing) {
-					s.lost(ctx, sess, perr)
-				}
-				continue
-			}
-			if sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
-				return zero, unavailable(err)
-			}
-			return zero, failed(err)
-		}
-		if s.lost(ctx, sess, err) {
-			if expired && !healed {
-				if err := heal(); err != nil {
-					return zero, err
-				}
-				continue
-			}
-			return zero, unavailable(err)
-		}
-		return zero, failed(err)
+		return res, err
 	}
+}
+
+// relayState is what a relayed call has tried so far.
+type relayState struct {
+	perPeer bool // on the peer's own session
+	healed  bool // reconnected an expired session
+	redone  bool // replaced an expired per-peer session
+	started bool // started the server on demand
+}
+
+// relayStep says what relay does after one try.
+type relayStep int
+
+const (
+	stepDone  relayStep = iota
+	stepRetry           // try again
+	stepHeal            // reconnect the expired primary session, then try again
+)
+
+// relayOn tries the call once on sess.
+func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server string, spec callSpec, info *callInfo, st *relayState,
+	call func(context.Context, *mcp.ClientSession, mcp.Meta) (R, error)) (R, error, relayStep) {
+	var zero R
+	peer := info.peer
+	unavailable := func(cause error) error {
+		return s.unavailable(cause)
+	}
+	failed := func(err error) error {
+		return &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, sess.redact.Error(err)), err: err}
+	}
+
+	r, cs, lifetime := sess.router, sess.cs, sess.ctx
+	var ps *peerSession
+	if st.perPeer {
+		var err error
+		if ps, err = s.acquirePeer(ctx, sess, peer); err != nil {
+			if ctx.Err() == nil && sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
+				return zero, unavailable(err), stepDone
+			}
+			if errors.Is(err, ctx.Err()) {
+				return zero, failed(err), stepDone
+			}
+			return zero, err, stepDone // says what failed, redacted
+		}
+		r, cs, lifetime = ps.router, ps.cs, ps.ctx
+	}
+	meta, end := r.begin(info, spec.meta, s.level(peer), usesNewProtocol(cs))
+	res, err := runOn(ctx, lifetime, cs, meta, call)
+	end()
+	if ps != nil {
+		s.releasePeer(sess, ps)
+	}
+	if err == nil {
+		return res, nil, stepDone
+	}
+	if ctx.Err() != nil {
+		return zero, failed(err), stepDone
+	}
+	expired := errors.Is(err, mcp.ErrSessionMissing)
+	if ps != nil {
+		if expired && !st.redone {
+			// The server forgot the peer's session. If it restarted, it
+			// forgot the primary one too: a ping finds out, and ends
+			// the primary session if so, before the retry.
+			st.redone = true
+			s.dropPeer(sess, ps)
+			if perr := sess.cs.Ping(ctx, nil); errors.Is(perr, mcp.ErrSessionMissing) {
+				s.lost(ctx, sess, perr)
+			}
+			return zero, err, stepRetry
+		}
+		if sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
+			return zero, unavailable(err), stepDone
+		}
+		return zero, failed(err), stepDone
+	}
+	if s.lost(ctx, sess, err) {
+		if expired && !st.healed {
+			return zero, err, stepHeal
+		}
+		return zero, unavailable(err), stepDone
+	}
+	return zero, failed(err), stepDone
 }
 
 // runOn runs call on cs, aborting it when lifetime ends.
@@ -137,8 +181,8 @@ func (s *supervisor) lost(ctx context.Context, sess *session, err error) bool {
 			return false
 		}
 		// The connection broke under the call; the SDK winds the session
-		// down (stdio: reaps the process) before the supervisor hears of it.
-		t := time.NewTimer(s.opts.ShutdownTimeout)
+		// down (stdio: stops the process) before the supervisor hears of it.
+		t := time.NewTimer(s.lc.shutdown + killWait)
 		defer t.Stop()
 		select {
 		case <-sess.ended:

@@ -372,7 +372,7 @@ func TestPeerSessionLifecycle(t *testing.T) {
 		if got := h.live(); got != 3 {
 			t.Fatalf("%d live sessions, want 3", got)
 		}
-		if err := m.Disconnect(context.Background(), "up"); err != nil {
+		if _, err := m.Disconnect(context.Background(), "up"); err != nil {
 			t.Fatal(err)
 		}
 		waitUntil(t, "every session to close", func() bool { return h.live() == 0 })
@@ -590,7 +590,7 @@ func TestRelayPassThrough(t *testing.T) {
 			}
 
 			// A reconnect renews the subscription.
-			if err := m.Disconnect(context.Background(), "up"); err != nil {
+			if _, err := m.Disconnect(context.Background(), "up"); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Connect(context.Background(), "up"); err != nil {

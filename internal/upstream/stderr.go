@@ -58,10 +58,11 @@ func (r *lineRing) last() string {
 	return r.lines[i]
 }
 
-// readLines copies lines from rd into ring and logs each at debug until rd
-// fails: EOF once every writer (the child and anything it spawned) is gone,
-// or an error once the owner closes the pipe. It returns the last line read.
-func readLines(rd io.Reader, ring *lineRing, log *slog.Logger) (last string) {
+// readLines copies lines from rd into ring and file (which may be nil) and
+// logs each at debug until rd fails: EOF once every writer (the child and
+// anything it spawned) is gone, or an error once the owner closes the pipe.
+// It returns the last line read.
+func readLines(rd io.Reader, ring *lineRing, file *logFile, log *slog.Logger) (last string) {
 	br := bufio.NewReaderSize(rd, maxStderrLine)
 	var line []byte
 	for {
@@ -71,21 +72,22 @@ func readLines(rd io.Reader, ring *lineRing, log *slog.Logger) (last string) {
 		}
 		if err != nil {
 			if len(line) > 0 { // a last line cut short
-				last = emit(ring, log, line)
+				last = emit(ring, file, log, line)
 			}
 			return last
 		}
 		if isPrefix {
 			continue
 		}
-		last = emit(ring, log, line)
+		last = emit(ring, file, log, line)
 		line = line[:0]
 	}
 }
 
-func emit(ring *lineRing, log *slog.Logger, line []byte) string {
+func emit(ring *lineRing, file *logFile, log *slog.Logger, line []byte) string {
 	s := string(line)
 	ring.add(s)
+	file.line(s)
 	log.LogAttrs(context.Background(), slog.LevelDebug, "upstream stderr", slog.String("line", s))
 	return s
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -110,7 +112,7 @@ func TestStdioConnectDiscoverCall(t *testing.T) {
 	}
 
 	pid := st.PID
-	if err := m.Disconnect(ctx, "fake"); err != nil {
+	if _, err := m.Disconnect(ctx, "fake"); err != nil {
 		t.Fatalf("Disconnect: %v", err)
 	}
 	st, _ = m.Status("fake")
@@ -194,7 +196,9 @@ func TestStdioChildEnvironment(t *testing.T) {
 
 func TestStdioKilledChild(t *testing.T) {
 	rec := newRecorder()
-	m := newManager(t, rec, nil, nil)
+	// Without restarts, so that the crashed server stays in ERROR until an
+	// operator connects it (restarts: lifecycle_test.go).
+	m := newManager(t, rec, nil, &upstream.Options{Restart: upstream.RestartPolicy{Disabled: true}})
 	ctx := context.Background()
 	for _, name := range []string{"victim", "bystander"} {
 		if err := m.Add(fakeStdio(name, "basic")); err != nil {
@@ -292,8 +296,9 @@ func TestBrokenListsDoNotFailConnect(t *testing.T) {
 }
 
 func TestDisconnectAbortsCalls(t *testing.T) {
+	// A call that never ends is aborted once the drain times out.
 	rec := newRecorder()
-	m := newManager(t, rec, nil, nil)
+	m := newManager(t, rec, nil, &upstream.Options{DrainTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	if err := m.Add(fakeStdio("busy", "basic")); err != nil {
 		t.Fatal(err)
@@ -307,10 +312,14 @@ func TestDisconnectAbortsCalls(t *testing.T) {
 		done <- err
 	}()
 	rec.waitFor(t, "the slow call to start", func() bool { return slices.Contains(m.Stderr("busy"), "slow call started") })
-	if err := m.Disconnect(ctx, "busy"); err != nil {
+	pending, err := m.Disconnect(ctx, "busy")
+	if err != nil {
 		t.Fatal(err)
 	}
-	err := <-done
+	if pending != 1 {
+		t.Errorf("Disconnect reported %d pending calls, want 1", pending)
+	}
+	err = <-done
 	var unavail *upstream.UnavailableError
 	if !errors.As(err, &unavail) || unavail.State != upstream.StateDisconnected {
 		t.Errorf("call in flight during Disconnect: err = %v, want UnavailableError DISCONNECTED", err)
@@ -370,6 +379,7 @@ func TestStdioConnectFailures(t *testing.T) {
 		srv     *config.Server
 		opts    *upstream.Options
 		reasons []string // substrings of Status.LastError
+		exact   bool     // LastError is reasons[0]
 	}{
 		{
 			name:    "exits at startup",
@@ -383,15 +393,39 @@ func TestStdioConnectFailures(t *testing.T) {
 			reasons: []string{"connect timed out after 200ms"},
 		},
 		{
-			name:    "command not found",
+			name:    "command not on PATH",
+			srv:     &config.Server{Name: "x", Transport: config.TransportStdio, Command: "switchboard-no-such-command"},
+			reasons: []string{"command not found: switchboard-no-such-command"},
+			exact:   true,
+		},
+		{
+			name:    "command path does not exist",
 			srv:     &config.Server{Name: "x", Transport: config.TransportStdio, Command: "/nonexistent/upstream-server"},
-			reasons: []string{"starting process", "/nonexistent/upstream-server"},
+			reasons: []string{"command not found: /nonexistent/upstream-server"},
+			exact:   true,
+		},
+		{
+			name:    "relative command path does not exist in cwd",
+			srv:     &config.Server{Name: "x", Transport: config.TransportStdio, Command: "./bin/server", Cwd: t.TempDir()},
+			reasons: []string{"command not found: ./bin/server"},
+			exact:   true,
+		},
+		{
+			name:    "not executable",
+			srv:     &config.Server{Name: "x", Transport: config.TransportStdio, Command: notExecutable(t)},
+			reasons: []string{"starting process", "permission denied"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newRecorder()
-			m := newManager(t, rec, nil, tt.opts)
+			var o upstream.Options
+			if tt.opts != nil {
+				o = *tt.opts
+			}
+			// Only the first attempt is under test; restarts: lifecycle_test.go.
+			o.Restart.Disabled = true
+			m := newManager(t, rec, nil, &o)
 			if err := m.Add(tt.srv); err != nil {
 				t.Fatal(err)
 			}
@@ -408,6 +442,9 @@ func TestStdioConnectFailures(t *testing.T) {
 				if !strings.Contains(st.LastError, want) {
 					t.Errorf("LastError %q does not contain %q", st.LastError, want)
 				}
+			}
+			if tt.exact && st.LastError != tt.reasons[0] {
+				t.Errorf("LastError = %q, want exactly %q", st.LastError, tt.reasons[0])
 			}
 			if st.LastError != unavail.Reason {
 				t.Errorf("Connect reason %q != LastError %q", unavail.Reason, st.LastError)
@@ -433,7 +470,7 @@ func TestDisconnectAbortsConnect(t *testing.T) {
 		return st.State == upstream.StateConnecting && st.PID != 0
 	})
 	st, _ := m.Status("slow")
-	if err := m.Disconnect(ctx, "slow"); err != nil {
+	if _, err := m.Disconnect(ctx, "slow"); err != nil {
 		t.Fatal(err)
 	}
 	err := <-done
@@ -473,7 +510,7 @@ func TestLifecycleIdempotent(t *testing.T) {
 		t.Errorf("duplicate Add: err = %v, want ErrExists", err)
 	}
 	for i := range 2 {
-		if err := m.Disconnect(ctx, "a"); err != nil {
+		if _, err := m.Disconnect(ctx, "a"); err != nil {
 			t.Errorf("Disconnect #%d of a disconnected server: %v", i+1, err)
 		}
 	}
@@ -492,7 +529,7 @@ func TestLifecycleIdempotent(t *testing.T) {
 	}
 	for _, err := range []error{
 		m.Connect(ctx, "a"),
-		m.Disconnect(ctx, "a"),
+		func() error { _, err := m.Disconnect(ctx, "a"); return err }(),
 		func() error { _, err := m.Status("a"); return err }(),
 		func() error { _, err := m.Session("a"); return err }(),
 		func() error { _, err := m.CallTool(ctx, "a", &mcp.CallToolParams{Name: "echo"}); return err }(),
@@ -547,4 +584,14 @@ func TestStatusesSorted(t *testing.T) {
 	if _, err := m.Config("nope"); !errors.Is(err, upstream.ErrNotFound) {
 		t.Errorf("Config(nope): err = %v, want ErrNotFound", err)
 	}
+}
+
+// notExecutable returns the path of a file that exists but cannot be run.
+func notExecutable(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "server")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,27 +40,39 @@ const stderrDrainTimeout = time.Second
 type cmdKind int
 
 const (
-	cmdConnect cmdKind = iota
-	cmdDisconnect
+	cmdConnect    cmdKind = iota // an operator's connect: start, forgetting a crash loop
+	cmdDemand                    // a call's: start a DISCONNECTED server that starts on demand
+	cmdDisconnect                // drain, then stop
+	cmdRediscover                // list everything again now
 )
 
 // command is a lifecycle request to the supervisor goroutine. reply is
 // buffered so that the supervisor never blocks on a caller who gave up.
 type command struct {
 	kind  cmdKind
-	reply chan error
+	reply chan reply
 }
 
-// supervisor owns one upstream server. Its run goroutine is the only one that
-// changes State, starts or stops sessions and calls OnTransition and
-// OnDiscovery, which is what keeps those callbacks ordered. Connect attempts,
-// re-discoveries and session watchers run in goroutines that run waits for.
+// reply answers a command.
+type reply struct {
+	err     error
+	pending int       // cmdDisconnect: calls in flight when it began
+	disc    Discovery // cmdRediscover
+}
+
+// supervisor owns one upstream server. Its run goroutine (loop.go) is the
+// only one that changes State, starts or stops sessions and calls
+// OnTransition, OnDiscovery and OnHealth, which is what keeps those
+// callbacks ordered. Connect attempts, re-discoveries, health probes and
+// session watchers run in goroutines that run waits for.
 type supervisor struct {
 	name   string
 	cfg    *config.Server
 	opts   *Options
+	lc     lifecycle
 	log    *slog.Logger
 	stderr lineRing
+	logf   *logFile // nil without Options.LogDirectory
 
 	ctx    context.Context // cancelled to stop the supervisor (Remove, Close)
 	cancel context.CancelFunc
@@ -70,14 +81,20 @@ type supervisor struct {
 
 	seq *atomic.Uint64 // the Manager's progress token counter
 
+	stats    atomic.Pointer[callStats] // the current session's recent calls
+	ratePoke chan struct{}             // capacity 1: the DEGRADED condition changed
+
 	mu     sync.RWMutex // guards the fields below; read on every call
 	status Status
 	live   *session // the serving session; non-nil only while CONNECTED or DEGRADED
+	cur    *session // the session that runs, serving or draining; for InFlight
 	disc   Discovery
 	// expired: the last session ended because the server forgot it (an HTTP
 	// server that restarted answers 404 to the old session id). The next
 	// call reconnects instead of failing.
 	expired bool
+	// idleStopped: stopped for being idle, so the next call starts it.
+	idleStopped bool
 
 	relayMu sync.Mutex                 // guards the fields below
 	levels  map[string]peerLevel       // log level per peer ID ("" for calls without a peer)
@@ -94,14 +111,14 @@ type peerLevel struct {
 // makes it to the teardown that ends it.
 type session struct {
 	cs *mcp.ClientSession
-	// ctx is the session's lifetime: cancelling it aborts relayed calls and a
-	// running re-discovery, and (sse) the event stream.
+	// ctx is the session's lifetime: cancelling it aborts relayed calls, a
+	// running re-discovery or health probe, and (sse) the event stream.
 	ctx    context.Context
 	cancel context.CancelFunc
 	redact *redactor
 
 	// stdio only; written during the connect attempt, before the session is shared.
-	cmd        *exec.Cmd
+	proc       *process
 	pid        int
 	startErr   error
 	stderrPipe *os.File
@@ -115,6 +132,11 @@ type session struct {
 	pending atomic.Uint32 // changeKinds announced by list_changed and not yet re-discovered
 	changed chan struct{} // capacity 1: wakes the supervisor
 
+	calls      atomic.Int64  // relayed calls in flight
+	callDone   chan struct{} // capacity 1: a call ended (for draining)
+	lastActive atomic.Int64  // UnixNano of the last call's start or end (for idleness)
+	lastOK     atomic.Int64  // UnixNano of the last successful call (passive health)
+
 	router *router // relays what the server sends during calls on this session
 
 	peerMu    sync.Mutex
@@ -125,10 +147,11 @@ type session struct {
 
 func newSession(parent context.Context) *session {
 	sess := &session{
-		ended:   make(chan struct{}),
-		settled: make(chan struct{}),
-		changed: make(chan struct{}, 1),
-		peers:   make(map[string]*peerSession),
+		ended:    make(chan struct{}),
+		settled:  make(chan struct{}),
+		changed:  make(chan struct{}, 1),
+		callDone: make(chan struct{}, 1),
+		peers:    make(map[string]*peerSession),
 	}
 	sess.ctx, sess.cancel = context.WithCancel(parent)
 	return sess
@@ -146,24 +169,34 @@ func (sess *session) notify(k changeKind) {
 }
 
 func newSupervisor(parent context.Context, cfg *config.Server, opts *Options, log *slog.Logger, seq *atomic.Uint64) *supervisor {
+	lc := resolveLifecycle(cfg, opts)
+	log = log.With("server", cfg.Name)
 	s := &supervisor{
-		name:   cfg.Name,
-		cfg:    cfg,
-		opts:   opts,
-		seq:    seq,
-		levels: make(map[string]peerLevel),
-		subs:   make(map[string]map[string]Peer),
-		log:    log.With("server", cfg.Name),
-		cmds:   make(chan command),
-		exited: make(chan struct{}),
+		name:     cfg.Name,
+		cfg:      cfg,
+		opts:     opts,
+		lc:       lc,
+		seq:      seq,
+		levels:   make(map[string]peerLevel),
+		subs:     make(map[string]map[string]Peer),
+		log:      log,
+		cmds:     make(chan command),
+		exited:   make(chan struct{}),
+		ratePoke: make(chan struct{}, 1),
 		status: Status{
 			Name:      cfg.Name,
 			Transport: cfg.Transport,
 			State:     StateDisconnected,
 			Since:     time.Now(),
+			OnDemand:  lc.onDemand,
+			Health:    Health{Method: lc.health.method},
 		},
 		disc: Discovery{Server: cfg.Name},
 	}
+	if cfg.Transport == config.TransportStdio && config.NameRE.MatchString(cfg.Name) {
+		s.logf = newLogFile(opts.LogDirectory, cfg.Name, log)
+	}
+	s.stats.Store(newCallStats(lc.degradedWindow))
 	s.ctx, s.cancel = context.WithCancel(parent)
 	return s
 }
@@ -176,10 +209,11 @@ type attempt struct {
 }
 
 type attemptResult struct {
-	sess   *session // set on success
-	disc   Discovery
-	err    error  // the failure, unredacted: only for errors.Is
-	reason string // the failure, redacted: for Status and logs
+	sess      *session // set on success
+	disc      Discovery
+	err       error  // the failure, unredacted: only for errors.Is
+	reason    string // the failure, redacted: for Status and logs
+	permanent bool   // a configuration problem: retrying cannot help
 }
 
 type rediscovery struct {
@@ -191,191 +225,12 @@ type rediscoveryResult struct {
 	err  error
 }
 
-// run is the supervisor goroutine. It returns after s.ctx is cancelled and
-// everything it started has stopped.
-func (s *supervisor) run() {
-	defer close(s.exited)
-	var (
-		att        *attempt
-		waiters    []chan error // Connect callers waiting for att
-		sess       *session     // adopted, serving session
-		redisc     *rediscovery
-		again      bool // a change arrived while redisc was running
-		debounce   = time.NewTimer(rediscoverDelay)
-		debouncing bool
-	)
-	debounce.Stop()
-	defer debounce.Stop()
-
-	// abort stops a connect attempt and answers its waiters with why.
-	abort := func(why string) {
-		att.cancel()
-		res := <-att.done
-		att = nil
-		if res.sess != nil {
-			s.teardown(res.sess)
-		}
-		for _, w := range waiters {
-			w <- &UnavailableError{Server: s.name, State: StateDisconnected, Reason: why, cause: context.Canceled}
-		}
-		waiters = nil
-	}
-	// stopSession ends the serving session: deliberately (to DISCONNECTED,
-	// reason "") or because it died (to ERROR with the reason). expired
-	// records that the server forgot the session, before any caller waiting
-	// for settled looks.
-	stopSession := func(to State, reason func() string, expired bool) {
-		debounce.Stop()
-		debouncing, again = false, false
-		sess.cancel()
-		if redisc != nil {
-			<-redisc.done
-			redisc = nil
-		}
-		s.teardown(sess)
-		s.transition(to, reason(), func(st *Status) {
-			s.live = nil
-			s.expired = expired
-		})
-		close(sess.settled)
-		sess = nil
-	}
-
-	for {
-		var (
-			attDone   <-chan attemptResult
-			ended     <-chan struct{}
-			changed   <-chan struct{}
-			rediscC   <-chan rediscoveryResult
-			debounceC <-chan time.Time
-		)
-		if att != nil {
-			attDone = att.done
-		}
-		if sess != nil {
-			ended, changed = sess.ended, sess.changed
-		}
-		if redisc != nil {
-			rediscC = redisc.done
-		}
-		if debouncing {
-			debounceC = debounce.C
-		}
-
-		select {
-		case <-s.ctx.Done():
-			if att != nil {
-				abort("upstream stopped")
-			}
-			if sess != nil {
-				stopSession(StateDisconnected, func() string { return "" }, false)
-			}
-			s.transition(StateDisconnected, "", nil)
-			return
-
-		case c := <-s.cmds:
-			switch c.kind {
-			case cmdConnect:
-				switch {
-				case sess != nil:
-					c.reply <- nil
-				case att != nil:
-					waiters = append(waiters, c.reply)
-				default:
-					waiters = append(waiters, c.reply)
-					att = s.startAttempt()
-					s.transition(StateConnecting, "", nil)
-				}
-			case cmdDisconnect:
-				if att != nil {
-					abort("connect aborted by disconnect")
-				}
-				if sess != nil {
-					stopSession(StateDisconnected, func() string { return "" }, false)
-				}
-				s.transition(StateDisconnected, "", nil)
-				c.reply <- nil
-			}
-
-		case res := <-attDone:
-			att = nil
-			if res.sess == nil {
-				s.log.Warn("upstream connect failed", "reason", res.reason)
-				s.transition(StateError, res.reason, nil)
-				for _, w := range waiters {
-					w <- &UnavailableError{Server: s.name, State: StateError, Reason: res.reason, cause: res.err}
-				}
-				waiters = nil
-				continue
-			}
-			sess = res.sess
-			s.publish(res.disc)
-			init := sess.cs.InitializeResult()
-			s.transition(StateConnected, "", func(st *Status) {
-				s.live = sess
-				st.ConnectedAt = time.Now()
-				st.PID = sess.pid
-				st.ServerInfo, st.Capabilities, st.ProtocolVersion, st.Instructions = nil, nil, "", ""
-				if init != nil {
-					st.ServerInfo = init.ServerInfo
-					st.Capabilities = init.Capabilities
-					st.ProtocolVersion = init.ProtocolVersion
-					st.Instructions = init.Instructions
-				}
-			})
-			s.log.Info("upstream connected",
-				"tools", len(res.disc.Tools), "resources", len(res.disc.Resources),
-				"templates", len(res.disc.Templates), "prompts", len(res.disc.Prompts))
-			for _, w := range waiters {
-				w <- nil
-			}
-			waiters = nil
-
-		case <-ended:
-			dead := sess
-			stopSession(StateError, func() string {
-				reason := s.endReason(dead)
-				s.log.Warn("upstream session ended", "reason", reason)
-				return reason
-			}, errors.Is(dead.waitErr, mcp.ErrSessionMissing))
-
-		case <-changed:
-			// A fixed window from the first notification: a server that
-			// keeps announcing changes cannot postpone re-discovery forever.
-			if !debouncing {
-				debounce.Reset(rediscoverDelay)
-				debouncing = true
-			}
-
-		case <-debounceC:
-			debouncing = false
-			if redisc != nil {
-				again = true
-				continue
-			}
-			redisc = s.startRediscovery(sess)
-
-		case res := <-rediscC:
-			redisc = nil
-			if res.err != nil {
-				s.log.Warn("upstream re-discovery failed", "error", sess.redact.Error(res.err))
-			} else {
-				s.publish(res.disc)
-			}
-			if again {
-				again = false
-				redisc = s.startRediscovery(sess)
-			}
-		}
-	}
-}
-
-// transition moves to state to, recording reason as LastError, and reports
-// the change. mutate, if set, edits the Status (and other fields guarded by
-// s.mu) in the same critical section. Only the run goroutine calls it.
-func (s *supervisor) transition(to State, reason string, mutate func(*Status)) {
+// setState moves to state to, recording reason as LastError; mutate, if
+// set, edits the Status (and other fields guarded by s.mu) in the same
+// critical section. It returns the change to report, if any. s.mu must be
+// held; only the run goroutine calls it.
+func (s *supervisor) setState(to State, reason string, mutate func(*Status)) (Transition, bool) {
 	now := time.Now()
-	s.mu.Lock()
 	from := s.status.State
 	s.status.State = to
 	s.status.LastError = reason
@@ -383,17 +238,43 @@ func (s *supervisor) transition(to State, reason string, mutate func(*Status)) {
 		s.status.Since = now
 		s.expired = false
 	}
+	if to != StateDisconnected {
+		s.idleStopped = false
+	}
 	if mutate != nil {
 		mutate(&s.status)
 	}
-	s.mu.Unlock()
+	s.status.OnDemand = to == StateDisconnected && (s.lc.onDemand || s.idleStopped)
 	if from == to {
+		return Transition{}, false
+	}
+	return Transition{Server: s.name, From: from, To: to, Error: reason, At: now, Callable: s.status.Callable()}, true
+}
+
+// report logs and reports a state change made by setState, outside s.mu.
+func (s *supervisor) report(t Transition, changed bool) {
+	if !changed {
 		return
 	}
-	s.log.Debug("upstream state", "from", from, "to", to, "reason", reason)
+	s.log.Debug("upstream state", "from", t.From, "to", t.To, "reason", t.Error)
 	if cb := s.opts.OnTransition; cb != nil {
-		cb(Transition{Server: s.name, From: from, To: to, Error: reason, At: now})
+		cb(t)
 	}
+}
+
+// transition is setState and report in one. Only the run goroutine calls it.
+func (s *supervisor) transition(to State, reason string, mutate func(*Status)) {
+	s.mu.Lock()
+	t, changed := s.setState(to, reason, mutate)
+	s.mu.Unlock()
+	s.report(t, changed)
+}
+
+// update edits the Status without a change of state.
+func (s *supervisor) update(mutate func(*Status)) {
+	s.mu.Lock()
+	mutate(&s.status)
+	s.mu.Unlock()
 }
 
 // publish makes d the server's current discovery and reports it.
@@ -407,7 +288,7 @@ func (s *supervisor) publish(d Discovery) {
 }
 
 func (s *supervisor) startAttempt() *attempt {
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.ConnectTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.lc.startup)
 	a := &attempt{cancel: cancel, done: make(chan attemptResult, 1)}
 	go func() {
 		defer cancel()
@@ -428,7 +309,7 @@ func (s *supervisor) startRediscovery(sess *session) *rediscovery {
 	s.mu.RUnlock()
 	r := &rediscovery{done: make(chan rediscoveryResult, 1)}
 	go func() {
-		ctx, cancel := context.WithTimeout(sess.ctx, s.opts.ConnectTimeout)
+		ctx, cancel := context.WithTimeout(sess.ctx, s.lc.startup)
 		defer cancel()
 		d, err := s.discover(ctx, sess, kinds, prev)
 		r.done <- rediscoveryResult{disc: d, err: err}
@@ -445,24 +326,30 @@ func (s *supervisor) connect(ctx context.Context) attemptResult {
 		reason := what + ": " + sess.redact.Error(err)
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			reason = fmt.Sprintf("connect timed out after %s (%s)", s.opts.ConnectTimeout, reason)
+			reason = fmt.Sprintf("connect timed out after %s (%s)", s.lc.startup, reason)
 			err = errors.Join(err, ctx.Err())
 		case ctx.Err() != nil:
 			reason = "connect canceled"
 			err = errors.Join(err, ctx.Err())
-		case sess.cmd != nil && sess.cmd.ProcessState != nil:
+		case sess.proc != nil && sess.proc.exitState() != "":
 			// It died on its own; how says more than the broken pipe.
-			reason += "; process exited: " + sess.cmd.ProcessState.String()
+			reason += "; process exited: " + sess.proc.exitState()
 		}
 		if sess.lastStderr != "" {
 			reason += "; stderr: " + sess.lastStderr
 		}
-		return attemptResult{err: err, reason: reason}
+		return attemptResult{err: err, reason: reason, permanent: sess.startErr != nil && ctx.Err() == nil}
 	}
 
 	sess.router = newRouter(s.name, s.log, nil, s.seq, s.opts.OnResourceUpdated)
 	t, err := s.transport(sess)
 	if err != nil {
+		var nf *notFoundError
+		if errors.As(err, &nf) {
+			s.teardown(sess)
+			s.logf.marker("not started: %s", nf)
+			return attemptResult{err: err, reason: nf.Error(), permanent: true}
+		}
 		return fail("preparing transport", err)
 	}
 	s.log.Info("upstream connecting", "transport", s.cfg.Transport, "target", s.target())
@@ -530,26 +417,29 @@ func (s *supervisor) transport(sess *session) (mcp.Transport, error) {
 			return nil, fmt.Errorf("creating stderr pipe: %w", err)
 		}
 		cmd.Stderr = pw
-		sess.cmd = cmd
-		inner := &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.ShutdownTimeout}
-		return &lifetimeTransport{inner: inner, ctx: sess.ctx, wrap: sess.router.wrap, started: func(err error) {
+		inner := &procTransport{cmd: cmd, shutdown: s.lc.shutdown, started: func(p *process, err error) {
 			pw.Close() // the child has its copy
 			if err != nil {
 				pr.Close()
 				sess.startErr = err
+				s.logf.marker("start failed: %v", err)
 				return
 			}
-			sess.pid = cmd.Process.Pid
+			sess.proc = p
+			sess.pid = p.pid
 			sess.stderrPipe = pr
 			sess.stderrDone = make(chan struct{})
+			s.logf.marker("process started (pid %d)", p.pid)
 			go func() {
 				defer close(sess.stderrDone)
-				sess.lastStderr = readLines(pr, &s.stderr, s.log)
+				sess.lastStderr = readLines(pr, &s.stderr, s.logf, s.log)
 			}()
-			s.mu.Lock()
-			s.status.PID = sess.pid
-			s.mu.Unlock()
-		}}, nil
+			s.update(func(st *Status) {
+				st.PID = p.pid
+				st.StartedAt = time.Now()
+			})
+		}}
+		return &lifetimeTransport{inner: inner, ctx: sess.ctx, wrap: sess.router.wrap}, nil
 
 	case config.TransportHTTP, config.TransportSSE:
 		t, red, err := s.httpTransport(sess.ctx, sess.router)
@@ -630,8 +520,8 @@ func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
 	return out, nil
 }
 
-// teardown stops everything a session started: the MCP session (stdio: the
-// SDK closes stdin, then sends SIGTERM, then SIGKILL), whatever is left of
+// teardown stops everything a session started: the MCP session (stdio:
+// closing it stops the process, see [process.stop]), whatever is left of
 // the process group, and the stderr reader. It is safe on a session that
 // never got further than building its transport.
 func (s *supervisor) teardown(sess *session) {
@@ -639,19 +529,30 @@ func (s *supervisor) teardown(sess *session) {
 	s.shutPeers(sess)
 	if sess.cs != nil {
 		if err := sess.cs.Close(); err != nil {
-			s.log.Debug("upstream session close", "error", sess.redact.Error(err))
+			s.log.Warn("upstream session close", "error", sess.redact.Error(err))
 		}
 		<-sess.ended
+	} else if sess.proc != nil {
+		// Started, but the session never came up: stop the process here.
+		if err := sess.proc.Close(); err != nil {
+			s.log.Warn("upstream process stop", "error", err)
+		}
 	}
 	if sess.pid > 0 {
 		if err := killProcessGroup(sess.pid); err != nil {
 			s.log.Warn("upstream process group kill", "pid", sess.pid, "error", err)
 		}
-		s.mu.Lock()
-		if s.status.PID == sess.pid {
-			s.status.PID = 0
-		}
-		s.mu.Unlock()
+		exit := sess.proc.exitState()
+		s.logf.marker("process %d exited: %s", sess.pid, exit)
+		s.update(func(st *Status) {
+			if st.PID == sess.pid {
+				st.PID = 0
+				st.StartedAt = time.Time{}
+			}
+			if exit != "" {
+				st.LastExit = exit
+			}
+		})
 	}
 	if sess.stderrDone != nil {
 		t := time.NewTimer(stderrDrainTimeout)
@@ -669,10 +570,10 @@ func (s *supervisor) teardown(sess *session) {
 // endReason says why a serving session ended on its own. It reads state the
 // teardown has settled (the process state, the last stderr line).
 func (s *supervisor) endReason(sess *session) string {
-	if sess.cmd != nil {
+	if sess.proc != nil {
 		reason := "process exited"
-		if ps := sess.cmd.ProcessState; ps != nil {
-			reason += ": " + ps.String()
+		if exit := sess.proc.exitState(); exit != "" {
+			reason += ": " + exit
 		} else if sess.waitErr != nil {
 			reason += ": " + sess.redact.Error(sess.waitErr)
 		}
@@ -689,20 +590,20 @@ func (s *supervisor) endReason(sess *session) string {
 
 // request sends a lifecycle command and waits for its answer. errGone means
 // the supervisor stopped (the server was removed) before answering.
-func (s *supervisor) request(ctx context.Context, kind cmdKind) error {
-	reply := make(chan error, 1)
+func (s *supervisor) request(ctx context.Context, kind cmdKind) reply {
+	ch := make(chan reply, 1)
 	select {
-	case s.cmds <- command{kind: kind, reply: reply}:
+	case s.cmds <- command{kind: kind, reply: ch}:
 	case <-s.exited:
-		return errGone
+		return reply{err: errGone}
 	case <-ctx.Done():
-		return ctx.Err()
+		return reply{err: ctx.Err()}
 	}
 	select {
-	case err := <-reply:
-		return err
+	case r := <-ch:
+		return r
 	case <-ctx.Done():
-		return ctx.Err()
+		return reply{err: ctx.Err()}
 	}
 }
 
@@ -713,13 +614,76 @@ func (s *supervisor) serving() (*session, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.live == nil || !s.status.State.serving() {
-		return nil, &UnavailableError{Server: s.name, State: s.status.State, Reason: s.status.LastError}
+		return nil, s.unavailableLocked(nil)
 	}
 	return s.live, nil
 }
 
-func (s *supervisor) snapshot() Status {
+// acquire is serving for a relayed call: the call is counted in flight
+// until release. Counting under s.mu is what lets Disconnect and the idle
+// timer see every call that got the session.
+func (s *supervisor) acquire() (*session, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.status
+	if s.live == nil || !s.status.State.serving() {
+		return nil, s.unavailableLocked(nil)
+	}
+	s.live.calls.Add(1)
+	s.live.lastActive.Store(time.Now().UnixNano())
+	return s.live, nil
+}
+
+// release ends a call counted by acquire, recording its outcome unless the
+// call is tried again.
+func (s *supervisor) release(ctx context.Context, sess *session, err error, final bool) {
+	now := time.Now().UnixNano()
+	sess.lastActive.Store(now)
+	if err == nil {
+		sess.lastOK.Store(now)
+	}
+	if stats := s.stats.Load(); final && stats.record(callFailed(ctx, err), s.lc.degradedRate) {
+		select {
+		case s.ratePoke <- struct{}{}:
+		default:
+		}
+	}
+	sess.calls.Add(-1)
+	select {
+	case sess.callDone <- struct{}{}:
+	default:
+	}
+}
+
+// startable reports whether a call should start the server: it is
+// DISCONNECTED with on-demand start, and not draining.
+func (s *supervisor) startable() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.status.OnDemand && !s.status.Draining
+}
+
+// unavailableLocked is why the server cannot serve now. s.mu must be held.
+func (s *supervisor) unavailableLocked(cause error) *UnavailableError {
+	reason := s.status.LastError
+	if s.status.Draining {
+		reason = "draining: disconnect in progress"
+	}
+	return &UnavailableError{Server: s.name, State: s.status.State, Reason: reason, cause: cause}
+}
+
+func (s *supervisor) unavailable(cause error) *UnavailableError {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.unavailableLocked(cause)
+}
+
+func (s *supervisor) snapshot() Status {
+	s.mu.RLock()
+	st := s.status
+	if s.cur != nil {
+		st.InFlight = int(s.cur.calls.Load())
+	}
+	s.mu.RUnlock()
+	st.Health.ErrorRate, st.Health.WindowCalls = s.stats.Load().rate()
+	return st
 }

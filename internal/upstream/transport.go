@@ -63,6 +63,9 @@ func (s *supervisor) command() (*exec.Cmd, error) {
 	cmd := exec.Command(path, s.cfg.Args...)
 	cmd.Env = childEnv(s.opts.Getenv, s.opts.BaseEnv, s.cfg.EnvPassthrough, s.cfg.Env)
 	cmd.Dir = s.cfg.Cwd
+	if err := preflight(cmd, s.cfg.Command); err != nil {
+		return nil, err
+	}
 	setProcessGroup(cmd)
 	return cmd, nil
 }
@@ -121,20 +124,15 @@ func httpClient(base *http.Client, endpoint *url.URL, headers map[string]string)
 // the connect context: the SSE transport ties its event stream to the context
 // given to Connect, and that stream must outlive the connect timeout. The
 // connect attempt bounds it separately by cancelling the lifetime context if
-// the attempt fails. started, if set, learns how the transport's Connect went
-// (for stdio: whether the process started).
+// the attempt fails.
 type lifetimeTransport struct {
-	inner   mcp.Transport
-	ctx     context.Context
-	started func(error)
-	wrap    func(mcp.Connection) mcp.Connection // if set, applied to the connection
+	inner mcp.Transport
+	ctx   context.Context
+	wrap  func(mcp.Connection) mcp.Connection // if set, applied to the connection
 }
 
 func (t *lifetimeTransport) Connect(context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(t.ctx)
-	if t.started != nil {
-		t.started(err)
-	}
 	if err == nil && t.wrap != nil {
 		conn = t.wrap(conn)
 	}

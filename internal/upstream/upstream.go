@@ -7,6 +7,35 @@
 // reads ([Manager.Status], [Manager.Session]) take only a read lock so they can
 // sit on the hot path of every proxied call.
 //
+// # Lifecycle
+//
+// A stdio server runs in its own process group; its stderr is kept (the
+// last 200 lines, across restarts) and, with Options.LogDirectory, appended
+// to <dir>/<server>.log, rotated by size. Stopping it closes its stdin,
+// sends SIGTERM to the group after a fifth of the shutdown timeout and
+// SIGKILL at its end, so nothing of it outlives [Manager.Close]. On Linux
+// the kernel also kills the direct child if the gateway dies without
+// stopping it.
+//
+// A server that was connected and fails (its process dies, its connection
+// is lost, three health probes in a row fail, or a restart fails) is
+// restarted with exponential backoff and jitter, until more than
+// RestartPolicy.MaxAttempts restarts within RestartPolicy.Window make it a
+// crash loop: ERROR, "crash loop: N restarts in Ws", until an operator's
+// [Manager.Connect]. A stdio command that does not exist is ERROR at once,
+// "command not found: npx", and is not retried.
+//
+// Health probes (ping, tool_call or http) run on CONNECTED and DEGRADED
+// servers; a successful call within the interval counts as a passing probe.
+// Calls also feed an error rate over a window of calls, above which the
+// server is DEGRADED (and CONNECTED again below it).
+//
+// A server with start_on_demand is started by the first call that needs
+// it; one with idle_timeout (stdio) is stopped after that long without
+// calls and started again by the next. [Manager.Disconnect] drains: new
+// calls fail at once, those in flight may finish, within
+// Options.DrainTimeout.
+//
 // # Relaying to the calling client
 //
 // A call made with a [Peer] in its context ([WithPeer]) gets what the server
@@ -54,6 +83,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/config"
 )
 
 // State is where an upstream is in its lifecycle. The values are the strings
@@ -61,6 +92,15 @@ import (
 type State string
 
 // The states of an upstream. Only CONNECTED and DEGRADED serve calls.
+//
+// DEGRADED is CONNECTED with too many failing calls (Options.DegradedErrorRate
+// over the last Options.DegradedWindowCalls); it returns to CONNECTED when the
+// rate falls back. ERROR is a failure: a crash, a lost connection, a failed
+// start or failed health checks. An ERROR server is restarted with backoff
+// (Status.NextRestartAt) unless restarts are off, the failure is a
+// configuration problem (a command not found), or it is in a crash loop; an
+// operator's [Manager.Connect] starts it in any case. DISCONNECTED is stopped
+// on purpose: never started, [Manager.Disconnect], or idle (LastError "idle").
 const (
 	StateConnecting   State = "CONNECTING"
 	StateConnected    State = "CONNECTED"
@@ -90,6 +130,67 @@ type Status struct {
 	Capabilities    *mcp.ServerCapabilities
 	ProtocolVersion string
 	Instructions    string
+
+	// StartedAt is when the running process (stdio) or session (sse/http)
+	// started; zero when none runs. Uptime is time.Since(StartedAt).
+	StartedAt time.Time
+	// Restarts counts the automatic restarts since the server was added.
+	Restarts int
+	// LastExit says how the last stdio process ended ("exit status 3",
+	// "signal: killed"); "" before any ended. It is kept across restarts.
+	LastExit string
+	// NextRestartAt is when the next automatic restart is due; zero when
+	// none is scheduled.
+	NextRestartAt time.Time
+	// Draining: [Manager.Disconnect] is waiting for the calls in flight
+	// (InFlight) to finish. State is DISCONNECTED already and new calls are
+	// refused.
+	Draining bool
+	// InFlight is the number of calls in progress on the server.
+	InFlight int
+	// OnDemand: the server is DISCONNECTED and the next call starts it
+	// (start_on_demand, or it was stopped for being idle).
+	OnDemand bool
+	Health   Health
+}
+
+// Callable reports whether a call to the server can succeed without an
+// operator: it is serving, or the call will start it ([Status.OnDemand]).
+// The catalog should offer its tools as available then.
+func (s Status) Callable() bool { return s.State.serving() || s.OnDemand }
+
+// Health is the outcome of a server's health checks and calls.
+//
+// Probes run every interval while the server is CONNECTED or DEGRADED. A
+// successful call within the interval counts as a passing check and the probe
+// is skipped (LastCheckPassive). Three failed probes in a row put the server
+// in ERROR and restart it.
+type Health struct {
+	Method              string        // "ping", "tool_call" or "http"
+	LastCheck           time.Time     // zero before the first check
+	LastCheckOK         bool          //
+	LastCheckPassive    bool          // the last check was a successful call, not a probe
+	LastCheckError      string        // why the last probe failed; never contains secrets
+	ResponseTime        time.Duration // of the last probe
+	ConsecutiveFailures int           // failed probes in a row
+	ChecksTotal         int64         // probes run since the server was added
+	ChecksFailed        int64         // of which failed
+	// ErrorRate is the share of failed calls among the last WindowCalls
+	// (at most Options.DegradedWindowCalls) of the current session.
+	ErrorRate   float64
+	WindowCalls int
+}
+
+// HealthReport is the result of one health probe, reported to
+// Options.OnHealth (metrics).
+type HealthReport struct {
+	Server       string
+	Method       string
+	OK           bool
+	ResponseTime time.Duration
+	Error        string // "" when OK; never contains secrets
+	At           time.Time
+	Health       Health // the server's health after the probe
 }
 
 // Transition is one state change, reported to Options.OnTransition (the app persists it as
@@ -99,6 +200,9 @@ type Transition struct {
 	From, To State
 	Error    string
 	At       time.Time
+	// Callable is [Status.Callable] after the change: whether the server's
+	// tools should be offered as available.
+	Callable bool
 }
 
 // Discovery is everything a server offers, as listed after connect and after each list_changed.
@@ -123,9 +227,35 @@ type Options struct {
 	// OnDiscovery is called after the initial discovery (before the state
 	// becomes CONNECTED) and after each re-discovery, from the server's
 	// supervisor goroutine. The same restrictions as OnTransition apply.
-	OnDiscovery     func(Discovery)
-	ConnectTimeout  time.Duration // bound on start+initialize+discovery; default 30s
-	ShutdownTimeout time.Duration // stdio: CommandTransport.TerminateDuration; default 5s
+	OnDiscovery func(Discovery)
+	// OnHealth is called after each health probe, from the server's
+	// supervisor goroutine; the same restrictions as OnTransition apply.
+	OnHealth func(HealthReport)
+	// ConnectTimeout bounds a start: process start, initialize and
+	// discovery (settings.startup_timeout_seconds; a server's own
+	// startup_timeout_seconds wins). Default 30s.
+	ConnectTimeout time.Duration
+	// ShutdownTimeout bounds the stop of a stdio server: stdin is closed,
+	// the process group gets SIGTERM after a fifth of it, SIGKILL at its end.
+	// A server's shutdown_timeout_seconds wins. Default 5s.
+	ShutdownTimeout time.Duration
+	// Restart is what happens when a server fails; the zero value restarts
+	// with the defaults documented on [RestartPolicy].
+	Restart RestartPolicy
+	// HealthInterval and HealthTimeout are the defaults of a server's
+	// health_check interval and timeout; default 30s and 5s.
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	// A server is DEGRADED while more than DegradedErrorRate of its last
+	// DegradedWindowCalls calls failed; default 0.5 of 20.
+	DegradedErrorRate   float64
+	DegradedWindowCalls int
+	// DrainTimeout bounds how long [Manager.Disconnect] waits for calls in
+	// flight before it aborts them; default 30s.
+	DrainTimeout time.Duration
+	// LogDirectory receives each stdio server's stderr as <server>.log,
+	// rotated by size (10 MiB, 3 files); "" = no files.
+	LogDirectory string
 	// SelfExecutable is used when Command == config.SelfCommand; default os.Executable().
 	SelfExecutable string
 	// Getenv reads the gateway environment for env_passthrough and BaseEnv; default os.Getenv.
@@ -147,6 +277,46 @@ type Options struct {
 	// PeerSessionIdle is how long a per-peer session (sse/http) stays open
 	// without calls; default 5 minutes.
 	PeerSessionIdle time.Duration
+}
+
+// RestartPolicy says whether and how fast failed servers are restarted
+// (settings restart_on_failure, max_restart_attempts, restart_window_seconds,
+// restart_backoff_*). A server's restart_on_failure and max_restart_attempts
+// win over it.
+//
+// A restart waits an exponential backoff with jitter: BackoffInitial, then
+// twice as long up to BackoffMax, each delay picked at random in its upper
+// half. The backoff starts over once a restart connects. More than
+// MaxAttempts restarts within Window is a crash loop: the server stays in
+// ERROR with the reason "crash loop: N restarts in Ws" until an operator's
+// [Manager.Connect].
+type RestartPolicy struct {
+	Disabled       bool          // never restart automatically
+	MaxAttempts    int           // default 5
+	Window         time.Duration // default 5m
+	BackoffInitial time.Duration // default 500ms
+	BackoffMax     time.Duration // default 30s
+}
+
+// ApplySettings sets the options that the gateway settings configure:
+// timeouts, restart policy, health check defaults, DEGRADED thresholds and
+// the log directory. Fields the settings do not cover are left alone.
+func (o *Options) ApplySettings(s config.Settings) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	o.ConnectTimeout = s.StartupTimeout
+	o.ShutdownTimeout = s.ShutdownTimeout
+	o.Restart = RestartPolicy{
+		Disabled:       !s.RestartOnFailure,
+		MaxAttempts:    s.MaxRestartAttempts,
+		Window:         s.RestartWindow,
+		BackoffInitial: ms(s.RestartBackoffInitialMS),
+		BackoffMax:     ms(s.RestartBackoffMaxMS),
+	}
+	o.HealthInterval = s.HealthCheckInterval
+	o.HealthTimeout = s.HealthCheckTimeout
+	o.DegradedErrorRate = s.DegradedErrorRate
+	o.DegradedWindowCalls = s.DegradedWindowCalls
+	o.LogDirectory = s.LogDirectory
 }
 
 // ErrNotFound is returned for a server name the Manager does not know.

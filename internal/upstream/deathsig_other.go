@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package upstream
+
+import "syscall"
+
+// setDeathSignal is Linux only (Pdeathsig).
+func setDeathSignal(*syscall.SysProcAttr) {}
