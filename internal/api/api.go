@@ -40,6 +40,32 @@ type Server struct {
 	ServerInfo       *mcp.Implementation `json:"server_info,omitempty"`
 	ProtocolVersion  string              `json:"protocol_version,omitempty"`
 	RejectedTools    []RejectedTool      `json:"rejected_tools,omitempty"`
+
+	// Lifecycle: the process or session, restarts, draining, health.
+	StartedAt     *time.Time `json:"started_at,omitempty"`
+	UptimeSeconds float64    `json:"uptime_seconds,omitempty"`
+	Restarts      int        `json:"restarts"`
+	LastExit      string     `json:"last_exit,omitempty"`
+	NextRestartAt *time.Time `json:"next_restart_at,omitempty"`
+	Draining      bool       `json:"draining,omitempty"`
+	InFlight      int        `json:"in_flight"`
+	StartOnDemand bool       `json:"start_on_demand,omitempty"`
+	Health        *Health    `json:"health,omitempty"`
+}
+
+// Health is the outcome of a server's health checks and calls.
+type Health struct {
+	Method              string     `json:"method"`
+	LastCheck           *time.Time `json:"last_check,omitempty"`
+	LastCheckOK         bool       `json:"last_check_ok"`
+	LastCheckPassive    bool       `json:"last_check_passive,omitempty"`
+	LastCheckError      string     `json:"last_check_error,omitempty"`
+	ResponseTimeMS      float64    `json:"response_time_ms"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	ChecksTotal         int64      `json:"checks_total"`
+	ChecksFailed        int64      `json:"checks_failed"`
+	ErrorRate           float64    `json:"error_rate"`
+	WindowCalls         int        `json:"window_calls"`
 }
 
 // RejectedTool is an item (usually a tool) the catalog refused, and why.
@@ -69,7 +95,11 @@ type Servers interface {
 	// Connect starts connecting; with wait it returns once connected or
 	// failed.
 	Connect(ctx context.Context, idOrName string, wait bool) (Server, error)
-	Disconnect(ctx context.Context, idOrName string) (Server, error)
+	// Disconnect stops new calls at once, lets the calls in flight finish
+	// (bounded), then disconnects; it reports how many were pending.
+	Disconnect(ctx context.Context, idOrName string) (s Server, pending int, err error)
+	// Discover re-lists the server's tools, resources and prompts now.
+	Discover(ctx context.Context, idOrName string) (Server, error)
 	// Rename gives a runtime-registered server a new name; its tools'
 	// namespaced names follow.
 	Rename(ctx context.Context, idOrName, newName string) (Server, error)

@@ -40,7 +40,8 @@ func (f *fakeServers) Remove(context.Context, string) error { return nil }
 func (f *fakeServers) Connect(context.Context, string, bool) (Server, error) {
 	return demo, nil
 }
-func (f *fakeServers) Disconnect(context.Context, string) (Server, error) { return demo, nil }
+func (f *fakeServers) Disconnect(context.Context, string) (Server, int, error) { return demo, 0, nil }
+func (f *fakeServers) Discover(context.Context, string) (Server, error)        { return demo, nil }
 func (f *fakeServers) Rename(_ context.Context, _, name string) (Server, error) {
 	return Server{Name: name}, nil
 }

@@ -15,6 +15,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("PATCH /api/v1/aggregator/servers/{id}", h.wrap(h.patchServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.wrap(h.connectServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/disconnect", h.wrap(h.disconnectServer))
+	mux.Handle("POST /api/v1/aggregator/servers/{id}/discover", h.wrap(h.discoverServer))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.wrap(h.serverHistory))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.wrap(h.serverCapabilities))
 

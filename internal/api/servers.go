@@ -126,11 +126,20 @@ func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) disconnectServer(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.servers.Disconnect(r.Context(), r.PathValue("id"))
+	s, pending, err := h.servers.Disconnect(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": s.Status, "server": s})
+	writeJSON(w, http.StatusOK, map[string]any{"status": s.Status, "pending_requests": pending, "server": s})
+	return nil
+}
+
+func (h *handler) discoverServer(w http.ResponseWriter, r *http.Request) error {
+	s, err := h.servers.Discover(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
 	return nil
 }
 

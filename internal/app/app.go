@@ -89,20 +89,23 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.reg.metrics = a.metrics
-	a.ups = upstream.NewManager(&upstream.Options{
-		Logger:          o.Logger,
-		OnTransition:    a.reg.onTransition,
-		OnDiscovery:     a.reg.onDiscovery,
-		ConnectTimeout:  s.ConnectTimeout,
-		ShutdownTimeout: s.ShutdownTimeout,
-		SelfExecutable:  o.SelfExecutable,
-		Getenv:          o.Getenv,
-		Implementation:  &mcp.Implementation{Name: "switchboard", Version: o.Version},
+	uo := &upstream.Options{
+		Logger:         o.Logger,
+		OnTransition:   a.reg.onTransition,
+		OnDiscovery:    a.reg.onDiscovery,
+		SelfExecutable: o.SelfExecutable,
+		Getenv:         o.Getenv,
+		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},
 		OnResourceUpdated: func(server string, p *mcp.ResourceUpdatedNotificationParams) {
 			a.front.ResourceUpdated(bg, server, p)
 			a.fronts.resourceUpdated(bg, server, p)
 		},
-	})
+		OnHealth: func(h upstream.HealthReport) {
+			a.metrics.HealthCheck(h.Server, h.OK, h.ResponseTime, h.Health.ConsecutiveFailures, h.Health.ErrorRate)
+		},
+	}
+	uo.ApplySettings(s)
+	a.ups = upstream.NewManager(uo)
 	a.reg.ups = a.ups
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
 		Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond,

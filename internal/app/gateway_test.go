@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,7 +93,8 @@ func TestDemoThroughFront(t *testing.T) {
 // the other upstreams serving; the dead one is ERROR with a reason, its calls
 // get 503 (REST) or an error naming it (MCP).
 func TestKillUpstream(t *testing.T) {
-	g := startGateway(t, "servers:"+demoServer("alpha")+demoServer("beta"), nil)
+	// Without automatic restarts, so that the dead server stays dead.
+	g := startGateway(t, "servers:"+demoServer("alpha")+"    restart_on_failure: false\n"+demoServer("beta"), nil)
 	cs := g.connect(t, "/mcp")
 	alpha := g.serverByName(t, "alpha")
 	pid := int(alpha["pid"].(float64))
@@ -473,5 +475,72 @@ func TestStoredSecretReference(t *testing.T) {
 	}
 	if code, _ := g2.rest(t, "POST", "/api/v1/aggregator/servers/remote/connect", nil); code != 409 {
 		t.Errorf("connect: %d, want 409", code)
+	}
+}
+
+// TestRestartAfterKill: with the default restart policy a killed stdio
+// upstream is restarted and CONNECTED again; the API shows the new pid, the
+// restart count and how the process ended. The time it took is logged (B7).
+func TestRestartAfterKill(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("phoenix")+"settings:\n  restart_backoff_initial_ms: 100\n", nil)
+	first := g.serverByName(t, "phoenix")
+	pid := int(first["pid"].(float64))
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	waitFor(t, "phoenix to be restarted", func() bool {
+		s = g.serverByName(t, "phoenix")
+		p, _ := s["pid"].(float64)
+		return s["status"] == "CONNECTED" && int(p) != pid && int(p) != 0
+	})
+	t.Logf("SIGKILL → CONNECTED again in %v (restart_backoff_initial_ms 100)", time.Since(killed).Round(time.Millisecond))
+	if s["restarts"].(float64) < 1 || !strings.Contains(fmt.Sprint(s["last_exit"]), "killed") || s["started_at"] == nil {
+		t.Errorf("after the restart: restarts=%v last_exit=%v started_at=%v", s["restarts"], s["last_exit"], s["started_at"])
+	}
+	cs := g.connect(t, "/mcp")
+	if text, _ := callText(t, cs, "phoenix.echo", map[string]any{"text": "back"}); text != "back" {
+		t.Errorf("phoenix.echo after restart = %q", text)
+	}
+}
+
+// TestDrainOnDisconnect is B5 through the API: with 5 slow calls in flight,
+// disconnect returns after they complete and reports them as pending; a new
+// call during the drain gets 503.
+func TestDrainOnDisconnect(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("slow"), nil)
+	cs := g.connect(t, "/mcp")
+	var wg sync.WaitGroup
+	results := make(chan string, 5)
+	for range 5 {
+		wg.Go(func() {
+			text, res := callText(t, cs, "slow.sleep", map[string]any{"ms": 1500})
+			if res.IsError {
+				text = "isError: " + text
+			}
+			results <- text
+		})
+	}
+	waitFor(t, "5 calls in flight", func() bool { return g.serverByName(t, "slow")["in_flight"].(float64) == 5 })
+	done := make(chan map[string]any, 1)
+	go func() {
+		_, body := g.rest(t, "POST", "/api/v1/aggregator/servers/slow/disconnect", nil)
+		done <- body
+	}()
+	waitFor(t, "the drain to start", func() bool { return g.serverByName(t, "slow")["draining"] == true })
+	if code, body := g.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "slow.echo", "arguments": map[string]any{"text": "x"}}); code != 503 {
+		t.Errorf("call during the drain: %d %v, want 503", code, body)
+	}
+	body := <-done
+	wg.Wait()
+	close(results)
+	for r := range results {
+		if !strings.HasPrefix(r, "slept") {
+			t.Errorf("a drained call ended with %q, want it to complete", r)
+		}
+	}
+	if body["pending_requests"] != float64(5) || body["status"] != "DISCONNECTED" {
+		t.Errorf("disconnect answered %v, want DISCONNECTED with pending_requests 5", body)
 	}
 }

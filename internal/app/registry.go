@@ -79,9 +79,14 @@ func newRegistry(ctx context.Context, db *store.DB, cat *catalog.Catalog, logger
 // onTransition persists a status change and flips the availability of the
 // server's catalog items.
 func (r *registry) onTransition(t upstream.Transition) {
-	r.cat.SetAvailable(t.Server, t.To == upstream.StateConnected || t.To == upstream.StateDegraded)
+	// A server started on demand is DISCONNECTED yet callable: its tools
+	// stay listed, and the first call starts it.
+	r.cat.SetAvailable(t.Server, t.Callable)
 	if r.metrics != nil {
 		r.metrics.SetState(t.Server, string(t.To))
+		if st, err := r.ups.Status(t.Server); err == nil {
+			r.metrics.Restarts(t.Server, st.Restarts)
+		}
 	}
 	rec := r.lookup(t.Server)
 	if rec == nil {
@@ -590,12 +595,26 @@ func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api
 	return r.view(rec, r.cat.Snapshot()), nil
 }
 
-func (r *registry) Disconnect(ctx context.Context, idOrName string) (api.Server, error) {
+func (r *registry) Disconnect(ctx context.Context, idOrName string) (api.Server, int, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, 0, err
+	}
+	pending, err := r.ups.Disconnect(ctx, rec.def.Name)
+	if err != nil {
+		return api.Server{}, 0, err
+	}
+	return r.view(rec, r.cat.Snapshot()), pending, nil
+}
+
+// Discover re-lists a connected server now; the catalog follows through
+// onDiscovery.
+func (r *registry) Discover(ctx context.Context, idOrName string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
 	}
-	if err := r.ups.Disconnect(ctx, rec.def.Name); err != nil {
+	if _, err := r.ups.Rediscover(ctx, rec.def.Name); err != nil {
 		return api.Server{}, err
 	}
 	return r.view(rec, r.cat.Snapshot()), nil
@@ -691,6 +710,25 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		if !st.ConnectedAt.IsZero() && (st.State == upstream.StateConnected || st.State == upstream.StateDegraded) {
 			at := st.ConnectedAt
 			v.ConnectedAt = &at
+		}
+		if !st.StartedAt.IsZero() {
+			at := st.StartedAt
+			v.StartedAt = &at
+			v.UptimeSeconds = float64(time.Since(at).Milliseconds()) / 1e3
+		}
+		if !st.NextRestartAt.IsZero() {
+			at := st.NextRestartAt
+			v.NextRestartAt = &at
+		}
+		v.Restarts, v.LastExit, v.Draining, v.InFlight, v.StartOnDemand = st.Restarts, st.LastExit, st.Draining, st.InFlight, st.OnDemand
+		h := st.Health
+		v.Health = &api.Health{Method: h.Method, LastCheckOK: h.LastCheckOK, LastCheckPassive: h.LastCheckPassive,
+			LastCheckError: h.LastCheckError, ResponseTimeMS: float64(h.ResponseTime.Microseconds()) / 1e3,
+			ConsecutiveFailures: h.ConsecutiveFailures, ChecksTotal: h.ChecksTotal, ChecksFailed: h.ChecksFailed,
+			ErrorRate: h.ErrorRate, WindowCalls: h.WindowCalls}
+		if !h.LastCheck.IsZero() {
+			at := h.LastCheck
+			v.Health.LastCheck = &at
 		}
 	}
 	r.mu.RLock()
