@@ -17,11 +17,19 @@
 //	    transport: stdio
 //	    command: npx
 //	    args: ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+//	    package: "@modelcontextprotocol/server-filesystem"
 //	    env:
 //	      LOG_LEVEL: info
+//	    start_on_demand: true      # the first call starts it
+//	    idle_timeout_seconds: 600  # and it stops after 10 idle minutes
+//	    health_check:
+//	      method: tool_call
+//	      tool: list_allowed_directories
+//	      interval_seconds: 60
 //	settings:
 //	  listen: 127.0.0.1:8080
 //	  tool_name_separator: "__"
+//	  log_directory: logs/mcp_servers
 //
 // Secrets (header values, env values, bearer tokens) are never included in an
 // error message; use [Server.Redacted] before logging or serving a definition.

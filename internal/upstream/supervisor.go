@@ -543,7 +543,11 @@ func (s *supervisor) teardown(sess *session) {
 			s.log.Warn("upstream process group kill", "pid", sess.pid, "error", err)
 		}
 		exit := sess.proc.exitState()
-		s.logf.marker("process %d exited: %s", sess.pid, exit)
+		if exit != "" {
+			s.logf.marker("process %d exited: %s", sess.pid, exit)
+		} else {
+			s.logf.marker("process %d could not be reaped", sess.pid)
+		}
 		s.update(func(st *Status) {
 			if st.PID == sess.pid {
 				st.PID = 0
