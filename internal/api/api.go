@@ -16,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 )
 
 // Server is the API's view of one upstream server.
@@ -134,6 +135,8 @@ type Options struct {
 	Ready func() bool
 	// MaxBodyBytes bounds request bodies; default 4 MiB.
 	MaxBodyBytes int64
+	// Events, if set, is streamed by GET /api/v1/events.
+	Events *telemetry.Bus
 }
 
 type handler struct {
@@ -143,6 +146,7 @@ type handler struct {
 	logger  *slog.Logger
 	ready   func() bool
 	maxBody int64
+	events  *telemetry.Bus
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -160,7 +164,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
-	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes}
+	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events}
 	return h.routes()
 }
 

@@ -19,6 +19,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.wrap(h.serverHistory))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.wrap(h.serverCapabilities))
 
+	mux.Handle("GET /api/v1/events", h.wrap(h.streamEvents))
 	mux.Handle("GET /api/v1/tools", h.wrap(h.listTools))
 	mux.Handle("GET /api/v1/tools/{name}", h.wrap(h.getTool))
 	mux.Handle("POST /api/v1/tools/call", h.wrap(h.callTool))

@@ -52,6 +52,7 @@ type App struct {
 	front   *front.Front
 	fronts  *frontSet // transparent per-server fronts
 	metrics *telemetry.Metrics
+	events  *telemetry.Bus
 	reg     *registry
 	cancel  context.CancelFunc
 	ready   atomic.Bool
@@ -89,6 +90,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.reg.metrics = a.metrics
+	a.events = telemetry.NewBus()
+	a.reg.events = a.events
 	uo := &upstream.Options{
 		Logger:         o.Logger,
 		OnTransition:   a.reg.onTransition,
@@ -165,7 +168,7 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("/servers/{name}/mcp", a.fronts.handler(a.reg, (*front.Front).StreamableHandler))
 	mux.Handle("/servers/{name}/sse", a.fronts.handler(a.reg, (*front.Front).SSEHandler))
 	mux.Handle("GET /metrics", a.metrics.Handler())
-	mux.Handle("/", api.New(a.reg, a.cat, a.pipe, &api.Options{Logger: a.logger, Ready: a.Ready}))
+	mux.Handle("/", api.New(a.reg, a.cat, a.pipe, &api.Options{Logger: a.logger, Ready: a.Ready, Events: a.events}))
 	return mux
 }
 

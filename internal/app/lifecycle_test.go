@@ -196,3 +196,68 @@ func TestChaos(t *testing.T) {
 		t.Errorf("victim1 after the chaos: %q", text)
 	}
 }
+
+// TestStatusEvents: every status change is an event on GET /api/v1/events.
+func TestStatusEvents(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("demo"), nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.http.URL+"/api/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	lines := make(chan string, 256)
+	go func() {
+		defer close(lines)
+		buf := make([]byte, 0, 4096)
+		chunk := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(chunk)
+			buf = append(buf, chunk[:n]...)
+			for {
+				i := strings.IndexByte(string(buf), '\n')
+				if i < 0 {
+					break
+				}
+				lines <- string(buf[:i])
+				buf = buf[i+1:]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if code, _ := g.rest(t, "POST", "/api/v1/aggregator/servers/demo/disconnect", nil); code != 200 {
+		t.Fatal("disconnect failed")
+	}
+	if code, _ := g.rest(t, "POST", "/api/v1/aggregator/servers/demo/connect", nil); code != 202 {
+		t.Fatal("connect failed")
+	}
+	var seen []string
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("stream ended; saw %v", seen)
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				var ev struct {
+					Type string         `json:"type"`
+					Data map[string]any `json:"data"`
+				}
+				if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "server.status" {
+					seen = append(seen, fmt.Sprint(ev.Data["to"]))
+				}
+			}
+			if strings.Join(seen, ",") == "DISCONNECTED,CONNECTING,CONNECTED" {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("status events seen: %v, want DISCONNECTED,CONNECTING,CONNECTED", seen)
+		}
+	}
+}

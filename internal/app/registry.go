@@ -61,6 +61,7 @@ type registry struct {
 	getenv func(string) string
 
 	metrics *telemetry.Metrics
+	events  *telemetry.Bus
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
@@ -79,6 +80,7 @@ func newRegistry(ctx context.Context, db *store.DB, cat *catalog.Catalog, logger
 // onTransition persists a status change and flips the availability of the
 // server's catalog items.
 func (r *registry) onTransition(t upstream.Transition) {
+	r.events.Publish("server.status", map[string]any{"server": t.Server, "from": t.From, "to": t.To, "error": t.Error, "at": t.At})
 	// A server started on demand is DISCONNECTED yet callable: its tools
 	// stay listed, and the first call starts it.
 	r.cat.SetAvailable(t.Server, t.Callable)
@@ -131,6 +133,9 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 	for _, rj := range rejected {
 		r.logger.Warn("item rejected", "server", d.Server, "kind", rj.Kind, "name", rj.OriginalName, "reason", rj.Reason)
 	}
+	r.events.Publish("server.discovered", map[string]any{"server": d.Server,
+		"tools": len(r.cat.Snapshot().ServerTools(d.Server)), "rejected": len(rejected),
+		"resources": len(d.Resources), "prompts": len(d.Prompts)})
 	r.logger.Info("discovered", "server", d.Server, "tools", len(r.cat.Snapshot().ServerTools(d.Server)),
 		"rejected", len(rejected), "resources", len(d.Resources), "prompts", len(d.Prompts))
 	r.persistTools(rec.id, d, rejected)
@@ -361,6 +366,7 @@ func (r *registry) forget(ctx context.Context, rec *record) error {
 	if r.metrics != nil {
 		r.metrics.Forget(rec.def.Name)
 	}
+	r.events.Publish("server.removed", map[string]any{"server": rec.def.Name, "id": rec.id})
 	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
@@ -490,6 +496,7 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 		return api.Server{}, err
 	}
 	v := r.view(rec, r.cat.Snapshot())
+	r.events.Publish("server.added", map[string]any{"server": def.Name, "id": rec.id})
 	if autoConnect {
 		r.connectInBackground(def.Name)
 		v.Status = string(upstream.StateConnecting)
