@@ -149,17 +149,30 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 			return zero, err, stepRetry
 		}
 		if sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
+			if !st.healed && sessionForgotten(sess, err) {
+				return zero, err, stepHeal
+			}
 			return zero, unavailable(err), stepDone
 		}
 		return zero, failed(err), stepDone
 	}
 	if s.lost(ctx, sess, err) {
-		if expired && !st.healed {
+		if !st.healed && sessionForgotten(sess, err) {
 			return zero, err, stepHeal
 		}
 		return zero, unavailable(err), stepDone
 	}
 	return zero, failed(err), stepDone
+}
+
+// sessionForgotten reports whether a lost session ended because the server
+// no longer knew it (an HTTP server that restarted answers 404), as the
+// call's error or the session's own end (its event stream may hear the 404
+// first) says. Such a server did not run the request: it is safe to
+// reconnect and retry. Call it only after lost returned true, when
+// sess.ended is closed.
+func sessionForgotten(sess *session, err error) bool {
+	return errors.Is(err, mcp.ErrSessionMissing) || errors.Is(sess.waitErr, mcp.ErrSessionMissing)
 }
 
 // runOn runs call on cs, aborting it when lifetime ends.
