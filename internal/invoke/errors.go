@@ -1,6 +1,9 @@
 package invoke
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Code is a stable, machine-readable error code shared by the REST API and the
 // MCP front. Clients may switch on it; the message is for humans.
@@ -16,6 +19,27 @@ const (
 	CodeTimeout           Code = "timeout"
 	CodeUpstream          Code = "upstream_error"
 	CodeCanceled          Code = "canceled"
+	// CodeUnauthenticated: no identity reached the pipeline (401).
+	CodeUnauthenticated Code = "unauthenticated"
+	// CodeDenied: authorization refused the call (403); the message names
+	// the rule.
+	CodeDenied Code = "denied"
+	// CodeRateLimited: the agent's rate limit is spent (429, RetryAfter).
+	CodeRateLimited Code = "rate_limited"
+	// CodeCircuitOpen: the tool's breaker is open and no fallback served
+	// the call (503).
+	CodeCircuitOpen Code = "circuit_open"
+	// CodeServerBusy: the server's bulkhead queue is full (503).
+	CodeServerBusy Code = "server_busy"
+	// CodeToolDisabled: the tool exists but is disabled (409).
+	CodeToolDisabled Code = "tool_disabled"
+	// CodeIdempotencyConflict: the idempotency key was used with other
+	// arguments (409).
+	CodeIdempotencyConflict Code = "idempotency_conflict"
+	// CodeOutcomeUnknown: the request reached the upstream and the
+	// connection failed before the answer; the call may have run and was
+	// not retried (502).
+	CodeOutcomeUnknown Code = "outcome_unknown"
 )
 
 // Error is a failed call, classified. It wraps the underlying cause so that
@@ -26,7 +50,12 @@ type Error struct {
 	// Server and Status name the upstream involved, when there is one.
 	Server string
 	Status string
-	Err    error
+	// RetryAfter is set with CodeRateLimited (and CodeCircuitOpen when the
+	// cooldown end is known).
+	RetryAfter time.Duration
+	// Attempts is how many times the upstream was tried before the error.
+	Attempts int
+	Err      error
 }
 
 func (e *Error) Error() string { return e.Message }

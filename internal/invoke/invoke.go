@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
@@ -83,6 +84,22 @@ type Call struct {
 	Arguments json.RawMessage
 	// Meta is the caller's _meta (progress token and the like), forwarded.
 	Meta mcp.Meta
+
+	// Identity is the authenticated caller; authorization, rate limits and
+	// the audit record use it.
+	Identity authz.Identity
+	// CorrelationID ties the call to the caller's request; one is generated
+	// when empty.
+	CorrelationID string
+	// IdempotencyKey makes a retried request return the first result
+	// instead of running the tool again.
+	IdempotencyKey string
+	// ApprovalToken is the high-risk approval the caller presents.
+	ApprovalToken string
+	// TicketID and TaskID are the caller's references, kept in the audit
+	// record (seed 000).
+	TicketID string
+	TaskID   string
 }
 
 // Result is a successful round trip: the upstream's result, unchanged, and
@@ -92,6 +109,18 @@ type Result struct {
 	Tool          catalog.Tool
 	RoutingTime   time.Duration
 	ExecutionTime time.Duration
+
+	// CorrelationID is the call's (possibly generated) correlation id.
+	CorrelationID string
+	// Attempts is how many times the upstream was called (1 without retries).
+	Attempts int
+	// ServedBy is the namespaced tool that served the call when a fallback
+	// did; "" when the tool itself did.
+	ServedBy string
+	// Decision is the authorization decision that let the call through.
+	Decision authz.Decision
+	// Replayed reports that the result came from the idempotency cache.
+	Replayed bool
 }
 
 // Resolve finds the catalog tool a call names.
