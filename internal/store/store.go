@@ -12,6 +12,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,11 @@ var ErrNotFound = errors.New("not found")
 // rule (a taken server name, a duplicate tool name), so callers can map it to
 // "409" with [errors.Is].
 var ErrConflict = errors.New("already exists")
+
+// ErrInvalid is wrapped by every error that reports a malformed argument the
+// caller passed through from its own client (a bad page cursor), so callers
+// can map it to "400" with [errors.Is].
+var ErrInvalid = errors.New("invalid argument")
 
 // Options configures [Open]. A nil *Options means defaults.
 type Options struct {
@@ -214,4 +220,76 @@ func jsonArg(raw []byte) any {
 		return nil
 	}
 	return string(raw)
+}
+
+// optNanos binds an optional instant: NULL when absent, so "never" is not
+// confused with some far-off time.
+func optNanos(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return toNanos(*t)
+}
+
+// zeroNanos binds a time that may be zero as NULL, since the zero time.Time
+// has no unix-nanosecond representation.
+func zeroNanos(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return toNanos(t)
+}
+
+// optTime reads back what optNanos stored.
+func optTime(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromNanos(n.Int64)
+	return &t
+}
+
+// zeroTime reads back what zeroNanos stored.
+func zeroTime(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
+
+// boolInt binds a boolean as the 0/1 INTEGER both dialects store, so queries
+// can compare against literals (success = 1) the same way everywhere.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// listArg binds a string list as a JSON array. nil is stored as [] so that
+// every list reads back the same way, empty and non-nil.
+func listArg(list []string) (string, error) {
+	if list == nil {
+		list = []string{}
+	}
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return "", err
+	}
+	return string(raw), nil
+}
+
+// parseList reads back what listArg stored, as a non-nil slice.
+func parseList(raw string) ([]string, error) {
+	out := []string{}
+	if raw == "" {
+		return out, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("decoding list: %w", err)
+	}
+	if out == nil { // the document was "null"
+		out = []string{}
+	}
+	return out, nil
 }

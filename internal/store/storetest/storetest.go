@@ -39,6 +39,19 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"TransactNested", testTransactNested},
 		{"TransactPanic", testTransactPanic},
 		{"ConcurrentWriters", testConcurrentWriters},
+		{"APIKeys", testAPIKeys},
+		{"Grants", testGrants},
+		{"Tokens", testTokens},
+		{"UseTokenRace", testUseTokenRace},
+		{"RevokeGrantTokens", testRevokeGrantTokens},
+		{"Purge", testPurge},
+		{"Breakers", testBreakers},
+		{"TimeRoundTrip", testTimeRoundTrip},
+		{"EmptyLists", testEmptyLists},
+		{"InvocationsInsertQuery", testInvocationsInsertQuery},
+		{"InvocationsFillAndConflict", testInvocationsFillAndConflict},
+		{"InvocationsPaging", testInvocationsPaging},
+		{"InvocationStats", testInvocationStats},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

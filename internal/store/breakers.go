@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// BreakerState is the persisted state of one circuit breaker (table
+// circuit_breakers), so an open circuit stays open across restarts and is
+// shared by replicas instead of every process re-learning that an upstream
+// is down.
+type BreakerState struct {
+	Key              string // "server:tool" or "server"
+	State            string // "CLOSED", "OPEN" or "HALF_OPEN"
+	Failures         int
+	Successes        int
+	HalfOpenRequests int
+	LastFailureAt    time.Time // zero when there was none
+	OpenedAt         time.Time // zero when never opened
+	// Generation counts state changes, so a replica can tell a stale write
+	// from a newer one.
+	Generation uint64
+	UpdatedAt  time.Time
+}
+
+const breakerColumns = `circuit_key, state, failure_count, success_count, half_open_requests,
+	last_failure_time, opened_at, generation, updated_at`
+
+// SaveBreaker stores b, replacing the state of the same key. A zero
+// UpdatedAt is stored as now.
+func (db *DB) SaveBreaker(ctx context.Context, b BreakerState) error {
+	if b.Key == "" {
+		return errors.New("saving circuit breaker: empty key")
+	}
+	err := db.atomic(ctx, func(q querier) error {
+		_, err := q.ExecContext(ctx,
+			`INSERT INTO circuit_breakers (`+breakerColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+			ON CONFLICT (circuit_key) DO UPDATE SET
+				state = excluded.state,
+				failure_count = excluded.failure_count,
+				success_count = excluded.success_count,
+				half_open_requests = excluded.half_open_requests,
+				last_failure_time = excluded.last_failure_time,
+				opened_at = excluded.opened_at,
+				generation = excluded.generation,
+				updated_at = excluded.updated_at`,
+			b.Key, b.State, b.Failures, b.Successes, b.HalfOpenRequests,
+			zeroNanos(b.LastFailureAt), zeroNanos(b.OpenedAt),
+			// Bit-preserving: database/sql refuses uint64 values >= 2^63.
+			int64(b.Generation), toNanos(normalize(b.UpdatedAt)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("saving circuit breaker %q: %w", b.Key, err)
+	}
+	return nil
+}
+
+// ListBreakers returns every saved breaker, sorted by key.
+func (db *DB) ListBreakers(ctx context.Context) ([]BreakerState, error) {
+	rows, err := db.reader().QueryContext(ctx,
+		`SELECT `+breakerColumns+` FROM circuit_breakers ORDER BY circuit_key`)
+	if err != nil {
+		return nil, fmt.Errorf("listing circuit breakers: %w", err)
+	}
+	defer rows.Close()
+	var out []BreakerState
+	for rows.Next() {
+		var b BreakerState
+		var lastFailure, opened sql.NullInt64
+		var generation, updated int64
+		if err := rows.Scan(&b.Key, &b.State, &b.Failures, &b.Successes, &b.HalfOpenRequests,
+			&lastFailure, &opened, &generation, &updated); err != nil {
+			return nil, fmt.Errorf("listing circuit breakers: %w", err)
+		}
+		b.LastFailureAt, b.OpenedAt = zeroTime(lastFailure), zeroTime(opened)
+		b.Generation, b.UpdatedAt = uint64(generation), fromNanos(updated)
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing circuit breakers: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteBreaker forgets the breaker's state, as when its server is removed.
+// A key that is not saved is not an error: the outcome is the same.
+func (db *DB) DeleteBreaker(ctx context.Context, key string) error {
+	if _, err := db.execCount(ctx, fmt.Sprintf("deleting circuit breaker %q", key),
+		`DELETE FROM circuit_breakers WHERE circuit_key = $1`, key); err != nil {
+		return err
+	}
+	return nil
+}
