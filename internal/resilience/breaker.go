@@ -86,10 +86,21 @@ type BreakerSettings struct {
 	// means DefaultHalfOpenMax (3).
 	HalfOpenMax int
 	// OnStateChange, if set, is called after every transition, outside the
-	// breaker's lock (it may call back into the Breaker). Under concurrency,
-	// calls for one key may be delivered out of order; read Snapshot for the
-	// current truth.
+	// breaker's lock (it may call back into the Breaker), in order (see
+	// OnChange).
 	OnStateChange func(key string, from, to State)
+	// OnChange, if set, receives a fresh snapshot after every recorded
+	// outcome that changed the breaker and after every transition, so the
+	// owner can persist it and Restore it after a restart. A success in
+	// Closed with no failures counted changes nothing and stays silent, so
+	// the hot path costs nothing. It runs outside the breaker's lock, on the
+	// goroutine of some caller of this breaker, and may call back into the
+	// Breaker; keep it quick (hand off to a channel to do I/O).
+	//
+	// OnStateChange and OnChange calls for one breaker are delivered one at a
+	// time, in the order the changes happened, so the last snapshot delivered
+	// is always the current one.
+	OnChange func(s BreakerSnapshot)
 	// Clock supplies the time for the cooldown. Nil means SystemClock.
 	Clock Clock
 }
@@ -131,9 +142,9 @@ type BreakerSnapshot struct {
 // safe for concurrent use.
 type Breaker struct {
 	key string
-	s   BreakerSettings
 
 	mu               sync.Mutex
+	s                BreakerSettings // withDefaults applied; replaced by Breakers.SetSettings
 	state            State
 	generation       uint64
 	failures         int
@@ -141,9 +152,23 @@ type Breaker struct {
 	halfOpenRequests int
 	lastFailureAt    time.Time
 	openedAt         time.Time
+
+	// Notifications wait in pending and are delivered, in order, by whichever
+	// caller set delivering; see flush.
+	pending    []breakerEvent
+	delivering bool
 }
 
 type transition struct{ from, to State }
+
+// breakerEvent is one batch of notifications, with the callbacks captured
+// under the lock so a concurrent SetSettings cannot tear them.
+type breakerEvent struct {
+	ts            []transition
+	onStateChange func(key string, from, to State)
+	onChange      func(BreakerSnapshot) // nil: the snapshot did not change
+	snap          BreakerSnapshot
+}
 
 // NewBreaker returns a closed breaker for key.
 func NewBreaker(key string, s BreakerSettings) *Breaker {
@@ -161,24 +186,20 @@ func (b *Breaker) Key() string { return b.key }
 // ErrOpen or ErrTooManyRequests.
 func (b *Breaker) Allow() (done func(success bool), err error) {
 	b.mu.Lock()
-	var ts []transition
-	ts = b.refresh(ts)
+	ts := b.refresh(nil)
 	switch b.state {
 	case Open:
-		b.mu.Unlock()
-		b.notify(ts)
+		b.unlockAndNotify(ts, len(ts) > 0)
 		return nil, fmt.Errorf("breaker %q: %w", b.key, ErrOpen)
 	case HalfOpen:
 		if b.halfOpenRequests >= b.s.HalfOpenMax {
-			b.mu.Unlock()
-			b.notify(ts)
+			b.unlockAndNotify(ts, len(ts) > 0)
 			return nil, fmt.Errorf("breaker %q: %w", b.key, ErrTooManyRequests)
 		}
 		b.halfOpenRequests++
 	}
 	gen := b.generation
-	b.mu.Unlock()
-	b.notify(ts)
+	b.unlockAndNotify(ts, len(ts) > 0)
 
 	var called atomic.Bool
 	return func(success bool) {
@@ -189,14 +210,25 @@ func (b *Breaker) Allow() (done func(success bool), err error) {
 	}, nil
 }
 
+// Ignore gives back a call admitted by Allow whose outcome says nothing of
+// the protected operation's health (it never reached it: its server was
+// down, the caller gave up first). It frees the half-open slot the call
+// held; counters are untouched. Call it instead of done, and at most once.
+func (b *Breaker) Ignore() {
+	b.mu.Lock()
+	if b.state == HalfOpen && b.halfOpenRequests > 0 {
+		b.halfOpenRequests--
+	}
+	b.mu.Unlock()
+}
+
 // State returns the current state, moving Open to HalfOpen if the cooldown
 // has passed.
 func (b *Breaker) State() State {
 	b.mu.Lock()
 	ts := b.refresh(nil)
 	st := b.state
-	b.mu.Unlock()
-	b.notify(ts)
+	b.unlockAndNotify(ts, len(ts) > 0)
 	return st
 }
 
@@ -204,7 +236,14 @@ func (b *Breaker) State() State {
 func (b *Breaker) Snapshot() BreakerSnapshot {
 	b.mu.Lock()
 	ts := b.refresh(nil)
-	snap := BreakerSnapshot{
+	snap := b.snapshotLocked()
+	b.unlockAndNotify(ts, len(ts) > 0)
+	return snap
+}
+
+// snapshotLocked copies the state as it is, without refreshing. b.mu is held.
+func (b *Breaker) snapshotLocked() BreakerSnapshot {
+	return BreakerSnapshot{
 		Key:              b.key,
 		State:            b.state,
 		Failures:         b.failures,
@@ -214,22 +253,21 @@ func (b *Breaker) Snapshot() BreakerSnapshot {
 		OpenedAt:         b.openedAt,
 		Generation:       b.generation,
 	}
-	b.mu.Unlock()
-	b.notify(ts)
-	return snap
 }
 
 func (b *Breaker) report(gen uint64, success bool) {
 	b.mu.Lock()
 	ts := b.refresh(nil)
 	if gen != b.generation {
-		b.mu.Unlock()
-		b.notify(ts)
+		b.unlockAndNotify(ts, len(ts) > 0)
 		return
 	}
 	now := b.s.Clock.Now()
+	changed := true
 	switch {
 	case success && b.state == Closed:
+		// The hot path: a success with nothing to forget changes nothing.
+		changed = b.failures != 0
 		b.failures = 0
 	case success && b.state == HalfOpen:
 		b.successes++
@@ -246,9 +284,10 @@ func (b *Breaker) report(gen uint64, success bool) {
 		b.failures++
 		b.lastFailureAt = now
 		ts = b.setState(ts, Open, now)
+	default:
+		changed = false
 	}
-	b.mu.Unlock()
-	b.notify(ts)
+	b.unlockAndNotify(ts, changed || len(ts) > 0)
 }
 
 // refresh moves Open to HalfOpen once the cooldown has passed. b.mu is held.
@@ -284,26 +323,172 @@ func (b *Breaker) setState(ts []transition, to State, now time.Time) []transitio
 	return append(ts, transition{from, to})
 }
 
-func (b *Breaker) notify(ts []transition) {
-	if b.s.OnStateChange == nil {
+// unlockAndNotify queues the notifications for ts (and a snapshot for
+// OnChange if changed), releases b.mu, and delivers what is queued unless
+// another caller is already delivering. b.mu is held on entry.
+func (b *Breaker) unlockAndNotify(ts []transition, changed bool) {
+	ev := breakerEvent{ts: ts}
+	if len(ts) > 0 {
+		ev.onStateChange = b.s.OnStateChange
+	}
+	if changed && b.s.OnChange != nil {
+		ev.onChange = b.s.OnChange
+		ev.snap = b.snapshotLocked()
+	}
+	if ev.onStateChange == nil && ev.onChange == nil {
+		b.mu.Unlock()
 		return
 	}
-	for _, t := range ts {
-		b.s.OnStateChange(b.key, t.from, t.to)
+	b.pending = append(b.pending, ev)
+	if b.delivering {
+		b.mu.Unlock() // the current deliverer will pick it up, in order
+		return
 	}
+	b.delivering = true
+	b.mu.Unlock()
+	b.flush()
+}
+
+// flush delivers queued notifications one at a time, outside the lock, until
+// the queue is empty. Only the caller that set b.delivering runs it; a
+// callback that calls back into the breaker only queues more. If a callback
+// panics, the next notifying caller takes over the rest of the queue.
+func (b *Breaker) flush() {
+	defer func() {
+		if r := recover(); r != nil {
+			b.mu.Lock()
+			b.delivering = false
+			b.mu.Unlock()
+			panic(r)
+		}
+	}()
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.pending = nil
+			b.delivering = false
+			b.mu.Unlock()
+			return
+		}
+		ev := b.pending[0]
+		b.pending[0] = breakerEvent{}
+		b.pending = b.pending[1:]
+		b.mu.Unlock()
+		if ev.onStateChange != nil {
+			for _, t := range ev.ts {
+				ev.onStateChange(b.key, t.from, t.to)
+			}
+		}
+		if ev.onChange != nil {
+			ev.onChange(ev.snap)
+		}
+	}
+}
+
+// restore overwrites the state from a persisted snapshot; see
+// Breakers.Restore. existing says whether calls may be in flight, whose
+// outcomes must then be ignored.
+func (b *Breaker) restore(s BreakerSnapshot, existing bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.s.Clock.Now()
+	gen := s.Generation
+	if existing && gen <= b.generation {
+		gen = b.generation + 1
+	}
+	b.generation = gen
+	b.failures = max(s.Failures, 0)
+	b.successes = 0
+	b.halfOpenRequests = 0
+	b.lastFailureAt = s.LastFailureAt
+	b.openedAt = time.Time{}
+	switch s.State {
+	case Open:
+		b.state = Open
+		b.openedAt = s.OpenedAt
+		if b.openedAt.IsZero() || b.openedAt.After(now) {
+			b.openedAt = now // unknown or from a clock ahead of ours: a full cooldown
+		}
+	case HalfOpen:
+		// The trial calls of the previous process are lost; start a fresh
+		// half-open round on the next access.
+		b.state = Open
+		b.openedAt = s.OpenedAt
+		if b.openedAt.IsZero() || now.Sub(b.openedAt) < b.s.Cooldown {
+			b.openedAt = now.Add(-b.s.Cooldown)
+		}
+	default:
+		b.state = Closed
+	}
+}
+
+// setSettings swaps the settings of a live breaker. The new thresholds take
+// effect at the next check; the state is left alone.
+func (b *Breaker) setSettings(s BreakerSettings) {
+	b.mu.Lock()
+	b.s = s.withDefaults()
+	b.mu.Unlock()
 }
 
 // Breakers is a set of breakers keyed by server+tool, created lazily with
 // shared settings. It is safe for concurrent use.
 type Breakers struct {
+	mu sync.Mutex // held across SetSettings so concurrent reloads cannot interleave
 	s  BreakerSettings
-	mu sync.Mutex
 	m  map[string]*Breaker
 }
 
 // NewBreakers returns an empty set whose breakers all use s.
 func NewBreakers(s BreakerSettings) *Breakers {
 	return &Breakers{s: s, m: make(map[string]*Breaker)}
+}
+
+// Settings returns the settings last given to NewBreakers or SetSettings, as
+// given (zero fields still mean the defaults).
+func (bs *Breakers) Settings() BreakerSettings {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return bs.s
+}
+
+// SetSettings hot-reloads the settings of every breaker, existing and future,
+// without resetting their state: a lowered threshold applies at the next
+// failure, a changed cooldown at the next check of an open breaker.
+func (bs *Breakers) SetSettings(s BreakerSettings) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	bs.s = s
+	for _, b := range bs.m {
+		b.setSettings(s)
+	}
+}
+
+// Restore creates or overwrites the breaker for s.Key from persisted state,
+// so a restart neither forgets a failing upstream nor hammers it at once.
+// Open keeps OpenedAt, so the cooldown continues from when it opened (a zero
+// or future OpenedAt restarts it). HalfOpen comes back as Open with its
+// cooldown elapsed: the next Allow starts a fresh round of trial calls.
+// Closed keeps its failure count; an unknown state is treated as Closed.
+// Outcomes of calls in flight on an existing breaker are ignored afterwards.
+// Restore itself calls neither OnStateChange nor OnChange.
+func (bs *Breakers) Restore(s BreakerSnapshot) {
+	bs.mu.Lock()
+	b, existing := bs.m[s.Key]
+	if !existing {
+		b = NewBreaker(s.Key, bs.s)
+		bs.m[s.Key] = b
+	}
+	bs.mu.Unlock()
+	b.restore(s, existing)
+}
+
+// Forget drops the breaker for key, for a server or tool that is gone, so the
+// set does not grow forever. Holders of the old *Breaker keep a working but
+// detached breaker; the next Get creates a fresh closed one.
+func (bs *Breakers) Forget(key string) {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	delete(bs.m, key)
 }
 
 // Key builds the breaker key for a tool on a server, "server:tool" as in the

@@ -253,3 +253,29 @@ func TestBreakersConcurrentGet(t *testing.T) {
 		t.Errorf("All() keys mismatch (-want +got):\n%s", diff)
 	}
 }
+
+func TestBreakerIgnoreFreesHalfOpenSlot(t *testing.T) {
+	clk := newFakeClock()
+	b := NewBreaker("k", BreakerSettings{FailureThreshold: 1, Cooldown: time.Second, HalfOpenMax: 1, Clock: clk})
+	done, err := b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(false)
+	clk.Advance(2 * time.Second)
+	if _, err := b.Allow(); err != nil { // the one trial slot
+		t.Fatalf("half-open trial: %v", err)
+	}
+	if _, err := b.Allow(); err == nil {
+		t.Fatal("second trial admitted while the first is out")
+	}
+	b.Ignore()
+	done, err = b.Allow()
+	if err != nil {
+		t.Fatalf("trial after Ignore: %v", err)
+	}
+	done(true)
+	if st := b.State(); st != Closed {
+		t.Errorf("state = %v, want CLOSED", st)
+	}
+}

@@ -18,6 +18,12 @@ const (
 // errPanicked is what waiters see when the shared execution panicked.
 var errPanicked = errors.New("idempotent call panicked")
 
+// ErrIdempotencyConflict is wrapped by DoFingerprint when a key is reused for
+// a different request: replaying the first request's result would be wrong,
+// and running the second would break the key's promise (the API maps it to
+// 409).
+var ErrIdempotencyConflict = errors.New("idempotency key reused with a different request")
+
 // Idempotency remembers the results of calls by idempotency key so that a
 // client retrying a request does not run the tool twice. Concurrent calls with
 // the same key share one execution; calls within the TTL get the stored
@@ -36,16 +42,22 @@ type Idempotency[T any] struct {
 }
 
 type idemEntry[T any] struct {
-	key     string
-	v       T
-	expires time.Time
+	key         string
+	fingerprint string
+	v           T
+	expires     time.Time
 }
 
 type idemCall[T any] struct {
-	done chan struct{}
-	v    T
-	err  error
+	fingerprint string
+	done        chan struct{}
+	v           T
+	err         error
 }
+
+// fingerprintsConflict reports whether two requests under one key differ. An
+// empty fingerprint (from Do) matches anything.
+func fingerprintsConflict(a, b string) bool { return a != "" && b != "" && a != b }
 
 // NewIdempotency returns an empty cache. ttl <= 0 means DefaultIdempotencyTTL
 // (1h), max <= 0 means DefaultIdempotencyMax, a nil clock means SystemClock.
@@ -76,6 +88,16 @@ func NewIdempotency[T any](ttl time.Duration, max int, clock Clock) *Idempotency
 // start over instead of inheriting the cancellation. A waiter whose ctx ends
 // returns ctx.Err() at once.
 func (c *Idempotency[T]) Do(ctx context.Context, key string, fn func(context.Context) (T, error)) (v T, shared bool, err error) {
+	return c.DoFingerprint(ctx, key, "", fn)
+}
+
+// DoFingerprint is Do for keys chosen by clients: the key remembers the
+// fingerprint (e.g. a digest of the tool name and arguments) of the call that
+// created it, while in flight and while stored. A call with the same key and
+// a different fingerprint gets an error wrapping ErrIdempotencyConflict
+// without running fn. An empty fingerprint matches any other, which is how Do
+// behaves.
+func (c *Idempotency[T]) DoFingerprint(ctx context.Context, key, fingerprint string, fn func(context.Context) (T, error)) (v T, shared bool, err error) {
 	if key == "" {
 		v, err = fn(ctx)
 		return v, false, err
@@ -85,12 +107,20 @@ func (c *Idempotency[T]) Do(ctx context.Context, key string, fn func(context.Con
 		now := c.clock.Now()
 		c.expireLocked(now)
 		if el, ok := c.entries[key]; ok {
-			v = el.Value.(*idemEntry[T]).v
+			e := el.Value.(*idemEntry[T])
 			c.mu.Unlock()
-			return v, true, nil
+			if fingerprintsConflict(e.fingerprint, fingerprint) {
+				var zero T
+				return zero, false, fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyConflict)
+			}
+			return e.v, true, nil
 		}
 		if call, ok := c.inflight[key]; ok {
 			c.mu.Unlock()
+			if fingerprintsConflict(call.fingerprint, fingerprint) {
+				var zero T
+				return zero, false, fmt.Errorf("idempotency key %q (in flight): %w", key, ErrIdempotencyConflict)
+			}
 			select {
 			case <-ctx.Done():
 				var zero T
@@ -102,7 +132,7 @@ func (c *Idempotency[T]) Do(ctx context.Context, key string, fn func(context.Con
 			}
 			return call.v, true, call.err
 		}
-		call := &idemCall[T]{done: make(chan struct{}), err: errPanicked}
+		call := &idemCall[T]{fingerprint: fingerprint, done: make(chan struct{}), err: errPanicked}
 		c.inflight[key] = call
 		c.mu.Unlock()
 
@@ -116,7 +146,7 @@ func (c *Idempotency[T]) run(ctx context.Context, key string, call *idemCall[T],
 		c.mu.Lock()
 		delete(c.inflight, key)
 		if call.err == nil {
-			c.storeLocked(key, call.v, c.clock.Now())
+			c.storeLocked(key, call.fingerprint, call.v, c.clock.Now())
 		}
 		c.mu.Unlock()
 		close(call.done)
@@ -144,11 +174,11 @@ func (c *Idempotency[T]) Forget(key string) {
 }
 
 // storeLocked records v for key and evicts the oldest results beyond max.
-func (c *Idempotency[T]) storeLocked(key string, v T, now time.Time) {
+func (c *Idempotency[T]) storeLocked(key, fingerprint string, v T, now time.Time) {
 	if el, ok := c.entries[key]; ok {
 		c.order.Remove(el)
 	}
-	c.entries[key] = c.order.PushBack(&idemEntry[T]{key: key, v: v, expires: now.Add(c.ttl)})
+	c.entries[key] = c.order.PushBack(&idemEntry[T]{key: key, fingerprint: fingerprint, v: v, expires: now.Add(c.ttl)})
 	for c.order.Len() > c.max {
 		c.removeLocked(c.order.Front())
 	}

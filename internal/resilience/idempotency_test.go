@@ -229,3 +229,130 @@ func TestIdempotencyForget(t *testing.T) {
 		t.Errorf("Do() after Forget = (%d, %v), want (2, false)", v, shared)
 	}
 }
+
+func TestIdempotencyDoFingerprintSequential(t *testing.T) {
+	type fpStep struct {
+		advance      time.Duration
+		key, fp      string
+		wantV        int
+		wantShared   bool
+		wantConflict bool
+	}
+	tests := []struct {
+		name  string
+		steps []fpStep
+	}{
+		{
+			name: "same fingerprint shares the stored result",
+			steps: []fpStep{
+				{key: "a", fp: "x", wantV: 1},
+				{key: "a", fp: "x", wantV: 1, wantShared: true},
+			},
+		},
+		{
+			name: "different fingerprint conflicts without running",
+			steps: []fpStep{
+				{key: "a", fp: "x", wantV: 1},
+				{key: "a", fp: "y", wantConflict: true},
+				{key: "a", fp: "x", wantV: 1, wantShared: true},
+				{key: "b", fp: "y", wantV: 2},
+			},
+		},
+		{
+			name: "empty fingerprint matches any",
+			steps: []fpStep{
+				{key: "a", fp: "x", wantV: 1},
+				{key: "a", fp: "", wantV: 1, wantShared: true},
+				{key: "b", fp: "", wantV: 2},
+				{key: "b", fp: "y", wantV: 2, wantShared: true},
+			},
+		},
+		{
+			name: "an expired key can be reused for another request",
+			steps: []fpStep{
+				{key: "a", fp: "x", wantV: 1},
+				{key: "a", fp: "y", advance: time.Minute, wantV: 2},
+				{key: "a", fp: "x", wantConflict: true},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			c := NewIdempotency[int](time.Minute, 10, clock)
+			calls := 0
+			for i, st := range tt.steps {
+				clock.Advance(st.advance)
+				v, shared, err := c.DoFingerprint(t.Context(), st.key, st.fp, func(context.Context) (int, error) {
+					calls++
+					return calls, nil
+				})
+				if got := errors.Is(err, ErrIdempotencyConflict); got != st.wantConflict {
+					t.Fatalf("step %d: DoFingerprint() err = %v, want conflict %v", i, err, st.wantConflict)
+				}
+				if st.wantConflict {
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d: DoFingerprint() err = %v", i, err)
+				}
+				if diff := cmp.Diff([]any{st.wantV, st.wantShared}, []any{v, shared}); diff != "" {
+					t.Fatalf("step %d: (v, shared) mismatch (-want +got):\n%s", i, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestIdempotencyDoFingerprintInFlight(t *testing.T) {
+	c := NewIdempotency[string](time.Minute, 10, newFakeClock())
+	var calls atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{})
+	const n = 10
+	type result struct {
+		V      string
+		Shared bool
+		Err    error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			v, shared, err := c.DoFingerprint(t.Context(), "k", "fp", func(context.Context) (string, error) {
+				if calls.Add(1) == 1 {
+					close(started)
+				}
+				<-release
+				return "value", nil
+			})
+			results[i] = result{v, shared, err}
+		})
+	}
+	<-started
+	// While the call runs, a different request under the key conflicts at once.
+	_, _, err := c.DoFingerprint(t.Context(), "k", "other", func(context.Context) (string, error) {
+		calls.Add(1)
+		return "wrong", nil
+	})
+	if !errors.Is(err, ErrIdempotencyConflict) {
+		t.Errorf("in-flight DoFingerprint(other) = %v, want ErrIdempotencyConflict", err)
+	}
+	close(release)
+	wg.Wait()
+	if got := calls.Load(); got != 1 {
+		t.Errorf("fn ran %d times, want 1", got)
+	}
+	leaders := 0
+	for i, r := range results {
+		if r.Err != nil || r.V != "value" {
+			t.Errorf("caller %d got (%q, %v), want (\"value\", nil)", i, r.V, r.Err)
+		}
+		if !r.Shared {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d callers had shared=false, want exactly 1", leaders)
+	}
+}

@@ -23,6 +23,10 @@ const (
 // attempt failed with a retryable error, so callers can map it to one status.
 var ErrRetryExhausted = errors.New("retries exhausted")
 
+// ErrRetryBudgetExhausted is wrapped by the error RetryPolicy.Do returns when
+// it gave up early because RetryPolicy.Budget had no retries left.
+var ErrRetryBudgetExhausted = errors.New("retry budget exhausted")
+
 // RetryPolicy describes how a transient failure is retried. It is a plain
 // value: the zero RetryPolicy is usable and means the documented defaults.
 // Policy decisions are func fields (as in go-retryablehttp) rather than types.
@@ -48,6 +52,10 @@ type RetryPolicy struct {
 	Retryable func(err error) bool
 	// Clock times the waits. Nil means SystemClock.
 	Clock Clock
+	// Budget, if set, is charged one Call per Do and one TryRetry per retry,
+	// so retries of a failing upstream stay a bounded share of its traffic.
+	// Give each upstream its own. Nil means no budget.
+	Budget *RetryBudget
 }
 
 // DefaultJitter is the jitter used when RetryPolicy.Jitter is nil: a uniformly
@@ -124,6 +132,9 @@ func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context, attemp
 			}
 			return fmt.Errorf("before attempt %d: %w (last error: %w)", attempt, err, lastErr)
 		}
+		if attempt == 1 && p.Budget != nil {
+			p.Budget.Call()
+		}
 		err := fn(ctx, attempt)
 		if err == nil {
 			return nil
@@ -134,6 +145,9 @@ func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context, attemp
 		}
 		if attempt >= maxAttempts {
 			return fmt.Errorf("%w after %d attempts: %w", ErrRetryExhausted, attempt, err)
+		}
+		if p.Budget != nil && !p.Budget.TryRetry() {
+			return fmt.Errorf("%w after %d attempts: %w", ErrRetryBudgetExhausted, attempt, err)
 		}
 		wait := jitter(p.Delay(attempt - 1))
 		if wait < 0 {
