@@ -1,0 +1,530 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Sink stores records. The app adapts internal/store to it. Both methods
+// must honour ctx: [Recorder.Close] cancels it when its own deadline passes
+// and then waits for the call to return.
+type Sink interface {
+	// WriteAudit stores recs in order. It must not keep recs after it
+	// returns. An error makes the Recorder retry the whole batch.
+	WriteAudit(ctx context.Context, recs []Record) error
+	// PurgeAudit deletes records invoked before before and reports how many.
+	PurgeAudit(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Options tune a [Recorder]. The zero value of every field means its default.
+type Options struct {
+	// QueueSize bounds the records waiting to be written (default 10000).
+	// When it is full, Record drops rather than slow the call down.
+	QueueSize int
+	// BatchSize bounds the records passed to one WriteAudit (default 256).
+	BatchSize int
+	// FlushInterval is how long a partial batch may wait for company
+	// before it is written (default 200ms).
+	FlushInterval time.Duration
+	// Retention is how long records are kept; 0 keeps them forever.
+	// Otherwise rows invoked before now-Retention are purged at start and
+	// every PurgeInterval.
+	Retention time.Duration
+	// PurgeInterval is the time between purges (default 1h).
+	PurgeInterval time.Duration
+	// Replica is stamped on records whose Replica is empty, so rows from
+	// several gateway replicas sharing one database can be told apart.
+	Replica string
+	// WriteTimeout bounds one WriteAudit or PurgeAudit call (default 10s),
+	// so a hung database cannot stall the writer for ever.
+	WriteTimeout time.Duration
+	// RetryBackoff is the base delay before the second and third write
+	// attempt (default 100ms); it doubles per attempt, with jitter.
+	RetryBackoff time.Duration
+	// Logger receives drop, write-failure and purge messages, never record
+	// contents. nil discards.
+	Logger *slog.Logger
+	// Clock stamps InvokedAt, computes the purge cut-off and paces drop
+	// warnings (default time.Now).
+	Clock func() time.Time
+	// OnDepth, if set, is called after each enqueue and each written or
+	// dropped batch with the number of records accepted but not yet
+	// handled (a metrics gauge). It is called from several goroutines.
+	OnDepth func(n int)
+	// OnOverflow, if set, is called once per dropped record, whether the
+	// queue was full, the Recorder closed, or the sink kept failing (a
+	// metrics counter). It is called from several goroutines.
+	OnOverflow func()
+}
+
+// Defaults of [Options].
+const (
+	DefaultQueueSize     = 10000
+	DefaultBatchSize     = 256
+	DefaultFlushInterval = 200 * time.Millisecond
+	DefaultPurgeInterval = time.Hour
+	DefaultWriteTimeout  = 10 * time.Second
+	DefaultRetryBackoff  = 100 * time.Millisecond
+)
+
+// writeAttempts bounds the tries of one batch: a database that fails three
+// times in a row will not be saved by a fourth try, and the queue behind it
+// keeps growing.
+const writeAttempts = 3
+
+// dropWarnEvery paces the "records dropped" warning so an overloaded
+// gateway does not also flood its log.
+const dropWarnEvery = 10 * time.Second
+
+// ErrDropped reports that records were lost because the sink kept failing
+// or [Recorder.Close] ran out of time.
+var ErrDropped = errors.New("audit records dropped")
+
+// Recorder writes records to a [Sink] in the background, in batches and in
+// the order they were recorded. [Recorder.Record] never blocks, so auditing
+// can never slow down or fail a tool call: when the queue is full the record
+// is dropped and counted instead. A Recorder owns two goroutines (writer and,
+// with Retention, purger); its owner must call [Recorder.Close]. All methods
+// are safe for concurrent use.
+type Recorder struct {
+	sink     Sink
+	queue    chan Record
+	flushReq chan struct{}
+	quit     chan struct{} // closed by Close: drain and stop
+	done     chan struct{} // closed when every goroutine has returned
+
+	// ctx is passed to the sink; cancelled when Close runs out of time,
+	// which aborts writes and retries.
+	ctx         context.Context
+	cancel      context.CancelFunc
+	purgeCancel context.CancelFunc
+
+	batchSize     int
+	flushInterval time.Duration
+	writeTimeout  time.Duration
+	retryBackoff  time.Duration
+	replica       string
+	logger        *slog.Logger
+	clock         func() time.Time
+	onDepth       func(int)
+	onOverflow    func()
+
+	// mu orders sends into queue with increments of accepted, so that the
+	// first n records in the queue are exactly records 1..n (see Flush).
+	mu       sync.Mutex
+	closed   bool
+	accepted atomic.Int64
+
+	processed    atomic.Int64  // written, or dropped after write failures
+	dropped      atomic.Uint64 // every dropped record
+	writeDropped atomic.Uint64 // records dropped after write failures
+
+	progMu   sync.Mutex
+	progress chan struct{} // closed and replaced whenever processed grows
+
+	warnMu       sync.Mutex
+	lastWarn     time.Time
+	pendingDrops uint64
+
+	closeOnce sync.Once
+}
+
+// NewRecorder starts a Recorder writing to sink. A nil opts means defaults.
+// It panics if sink is nil, which is a programming error.
+func NewRecorder(sink Sink, opts *Options) *Recorder {
+	if sink == nil {
+		panic("audit: NewRecorder with nil sink")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.PurgeInterval <= 0 {
+		o.PurgeInterval = DefaultPurgeInterval
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = DefaultRetryBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Recorder{
+		sink:          sink,
+		queue:         make(chan Record, o.QueueSize),
+		flushReq:      make(chan struct{}, 1),
+		quit:          make(chan struct{}),
+		done:          make(chan struct{}),
+		ctx:           ctx,
+		cancel:        cancel,
+		batchSize:     o.BatchSize,
+		flushInterval: o.FlushInterval,
+		writeTimeout:  o.WriteTimeout,
+		retryBackoff:  o.RetryBackoff,
+		replica:       o.Replica,
+		logger:        o.Logger,
+		clock:         o.Clock,
+		onDepth:       o.OnDepth,
+		onOverflow:    o.OnOverflow,
+		progress:      make(chan struct{}),
+	}
+	// Purges are not worth finishing once Close has begun, so the purger
+	// has its own context, cancelled at the start of Close.
+	purgeCtx, purgeCancel := context.WithCancel(ctx)
+	r.purgeCancel = purgeCancel
+	var wg sync.WaitGroup
+	wg.Go(r.write)
+	if o.Retention > 0 {
+		wg.Go(func() { r.purge(purgeCtx, o.Retention, o.PurgeInterval) })
+	}
+	go func() {
+		wg.Wait()
+		close(r.done)
+	}()
+	return r
+}
+
+// Record enqueues rec, filling ID (a UUIDv7, so IDs sort by time),
+// InvokedAt, Kind ([KindInvocation]) and Replica when they are empty. It
+// never blocks: it returns false, counts the record as dropped and logs (at
+// most one warning per 10s, with the count) when the queue is full or the
+// Recorder is closed.
+func (r *Recorder) Record(rec Record) bool {
+	if rec.ID == "" {
+		if id, err := uuid.NewV7(); err == nil {
+			rec.ID = id.String()
+		} else {
+			rec.ID = uuid.NewString()
+		}
+	}
+	if rec.InvokedAt.IsZero() {
+		rec.InvokedAt = r.clock()
+	}
+	if rec.Kind == "" {
+		rec.Kind = KindInvocation
+	}
+	if rec.Replica == "" {
+		rec.Replica = r.replica
+	}
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.drop("recorder closed")
+		return false
+	}
+	select {
+	case r.queue <- rec:
+		r.accepted.Add(1)
+		r.mu.Unlock()
+		r.reportDepth()
+		return true
+	default:
+		r.mu.Unlock()
+		r.drop("queue full")
+		return false
+	}
+}
+
+// drop counts one record dropped by Record and warns at most once per
+// dropWarnEvery with the number dropped since the previous warning.
+func (r *Recorder) drop(reason string) {
+	r.dropped.Add(1)
+	if r.onOverflow != nil {
+		r.onOverflow()
+	}
+	now := r.clock()
+	r.warnMu.Lock()
+	r.pendingDrops++
+	if !r.lastWarn.IsZero() && now.Sub(r.lastWarn) < dropWarnEvery {
+		r.warnMu.Unlock()
+		return
+	}
+	n := r.pendingDrops
+	r.pendingDrops = 0
+	r.lastWarn = now
+	r.warnMu.Unlock()
+	r.logger.Warn("audit records dropped", "count", n, "reason", reason)
+}
+
+// Depth is the number of records accepted but not yet written or dropped.
+func (r *Recorder) Depth() int {
+	return int(max(0, r.accepted.Load()-r.processed.Load()))
+}
+
+// Dropped is the number of records lost so far: rejected by Record, or
+// dropped after the sink kept failing.
+func (r *Recorder) Dropped() uint64 {
+	return r.dropped.Load()
+}
+
+func (r *Recorder) reportDepth() {
+	if r.onDepth != nil {
+		r.onDepth(r.Depth())
+	}
+}
+
+// Flush writes at once, rather than after FlushInterval, everything recorded
+// before the call, and waits until it is handled. It returns an error
+// wrapping [ErrDropped] if records were dropped after write failures while
+// it waited, or ctx's error if ctx ends first.
+func (r *Recorder) Flush(ctx context.Context) error {
+	target := r.accepted.Load()
+	failedBefore := r.writeDropped.Load()
+	select {
+	case r.flushReq <- struct{}{}:
+	default: // a request is already pending and will cover our records
+	}
+	if err := r.wait(ctx, target); err != nil {
+		return fmt.Errorf("flushing audit records: %w", err)
+	}
+	if n := r.writeDropped.Load() - failedBefore; n > 0 {
+		return fmt.Errorf("flushing audit records: %d %w after write failures", n, ErrDropped)
+	}
+	return nil
+}
+
+// wait blocks until the first target records are processed.
+func (r *Recorder) wait(ctx context.Context, target int64) error {
+	for {
+		// Take the channel before reading processed: an advance in
+		// between closes it, so no progress is missed.
+		r.progMu.Lock()
+		ch := r.progress
+		r.progMu.Unlock()
+		if r.processed.Load() >= target {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-r.done:
+			if r.processed.Load() >= target {
+				return nil
+			}
+			return errors.New("audit writer stopped")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// advance marks n more records as handled and wakes Flush waiters.
+func (r *Recorder) advance(n int) {
+	r.processed.Add(int64(n))
+	r.progMu.Lock()
+	close(r.progress)
+	r.progress = make(chan struct{})
+	r.progMu.Unlock()
+	r.reportDepth()
+}
+
+// Close stops accepting records (Record then returns false and counts a
+// drop), writes what is queued and stops the goroutines. If ctx ends first,
+// Close cancels the sink's context, drops what is left and still waits for
+// the goroutines, so none outlives it. It returns an error wrapping
+// [ErrDropped] (and ctx's error, if that was the cause) when records were
+// lost during the close, and nil otherwise. Close is idempotent; every call
+// waits for the shutdown.
+func (r *Recorder) Close(ctx context.Context) error {
+	failedBefore := r.writeDropped.Load()
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.purgeCancel()
+		close(r.quit)
+	})
+	var ctxErr error
+	select {
+	case <-r.done:
+	default:
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			ctxErr = ctx.Err()
+			r.cancel()
+			<-r.done
+		}
+	}
+	r.cancel()
+
+	r.warnMu.Lock()
+	n := r.pendingDrops
+	r.pendingDrops = 0
+	r.warnMu.Unlock()
+	if n > 0 {
+		r.logger.Warn("audit records dropped", "count", n, "reason", "queue full or closed")
+	}
+	if n := r.writeDropped.Load() - failedBefore; n > 0 {
+		if ctxErr != nil {
+			return fmt.Errorf("closing audit recorder: %d %w: %w", n, ErrDropped, ctxErr)
+		}
+		return fmt.Errorf("closing audit recorder: %d %w after write failures", n, ErrDropped)
+	}
+	return nil
+}
+
+// write is the writer goroutine: it batches the queue in order and hands
+// each batch to the sink.
+func (r *Recorder) write() {
+	timer := time.NewTimer(r.flushInterval)
+	timer.Stop()
+	defer timer.Stop()
+	var batch []Record
+	// add appends rec and writes the batch when it is full.
+	add := func(rec Record) {
+		batch = append(batch, rec)
+		if len(batch) >= r.batchSize {
+			r.writeBatch(batch)
+			batch = nil
+		}
+	}
+	// flush writes the partial batch, if any.
+	flush := func() {
+		timer.Stop()
+		if len(batch) > 0 {
+			r.writeBatch(batch)
+			batch = nil
+		}
+	}
+	for {
+		select {
+		case rec := <-r.queue:
+			if len(batch) == 0 {
+				timer.Reset(r.flushInterval)
+			}
+			add(rec)
+			if len(batch) == 0 {
+				timer.Stop()
+			}
+		case <-timer.C:
+			flush()
+		case <-r.flushReq:
+			// Take only what is queued now: the records Flush waits for
+			// are at the head, and a busy producer must not keep the
+			// writer draining for ever.
+			for range len(r.queue) {
+				add(<-r.queue)
+			}
+			flush()
+		case <-r.quit:
+			// Record sends nothing after Close set closed, so emptying
+			// the queue once is enough.
+			for {
+				select {
+				case rec := <-r.queue:
+					add(rec)
+				default:
+					flush()
+					return
+				}
+			}
+		}
+	}
+}
+
+// writeBatch writes batch, trying up to writeAttempts times with jittered
+// exponential backoff, and drops it (logged, counted) if every try fails.
+func (r *Recorder) writeBatch(batch []Record) {
+	var err error
+	attempts := 0
+	for attempts < writeAttempts {
+		if r.ctx.Err() != nil {
+			err = r.ctx.Err()
+			break
+		}
+		if attempts > 0 && !r.sleep(attempts) {
+			err = r.ctx.Err()
+			break
+		}
+		attempts++
+		ctx, cancel := context.WithTimeout(r.ctx, r.writeTimeout)
+		err = r.sink.WriteAudit(ctx, batch)
+		cancel()
+		if err == nil {
+			r.advance(len(batch))
+			return
+		}
+	}
+	// Log the count and cause only: records may hold secrets even redacted.
+	r.logger.Error("audit batch dropped after write failures",
+		"count", len(batch), "attempts", attempts, "err", err)
+	n := uint64(len(batch))
+	r.dropped.Add(n)
+	r.writeDropped.Add(n)
+	if r.onOverflow != nil {
+		for range len(batch) {
+			r.onOverflow()
+		}
+	}
+	r.advance(len(batch))
+}
+
+// sleep waits before retry number attempt (1-based), doubling from
+// retryBackoff with ×0.5–1.5 jitter. It reports false if the Recorder's
+// context ended first.
+func (r *Recorder) sleep(attempt int) bool {
+	d := r.retryBackoff << (attempt - 1)
+	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// purge is the purger goroutine: it deletes expired rows at start and every
+// interval until Close cancels ctx.
+func (r *Recorder) purge(ctx context.Context, retention, interval time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		r.purgeOnce(ctx, retention)
+		select {
+		case <-ticker.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (r *Recorder) purgeOnce(ctx context.Context, retention time.Duration) {
+	before := r.clock().Add(-retention)
+	callCtx, cancel := context.WithTimeout(ctx, r.writeTimeout)
+	defer cancel()
+	n, err := r.sink.PurgeAudit(callCtx, before)
+	switch {
+	case err == nil:
+		r.logger.Info("purged audit records", "count", n, "before", before)
+	case ctx.Err() != nil:
+		// Closing: the purge was abandoned on purpose.
+	default:
+		r.logger.Warn("purging audit records", "before", before, "err", err)
+	}
+}

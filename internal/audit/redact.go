@@ -1,0 +1,265 @@
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Placeholders written in place of data the audit log must not hold.
+const (
+	// Redacted replaces the value of every key a [Redactor] matches.
+	Redacted = "[REDACTED]"
+	// Unparseable stands for input that is not JSON: it is never copied
+	// into the log, because it may be a secret that failed to decode.
+	Unparseable = "[unparseable]"
+)
+
+// DefaultRedactPatterns are the key patterns used when [NewRedactor] gets
+// nil. They are deliberately broad ("key" also matches "apiKey",
+// "X-Api-Key" and "keyword"): a redacted harmless value costs less than a
+// leaked credential.
+var DefaultRedactPatterns = []string{`password|passwd|token|secret|key|credential|authorization|cookie`}
+
+// DefaultSummaryRunes bounds [Redactor.Summary] when maxRunes <= 0; it matches the
+// 500-character result_summary column of seed 000.
+const DefaultSummaryRunes = 500
+
+// maxDepth matches encoding/json's nesting limit, so every decoded value is
+// redacted in full while a cyclic value built in code cannot overflow the
+// stack.
+const maxDepth = 10000
+
+// Redactor replaces the values of sensitive keys so that arguments and
+// results can be hashed and summarized without carrying secrets into the
+// audit log. Only keys are inspected, never string contents: matching
+// "Bearer …" inside free text would be guesswork, and the log stores a hash
+// of the arguments, not the arguments. A Redactor is immutable and safe for
+// concurrent use.
+type Redactor struct {
+	re *regexp.Regexp
+}
+
+// NewRedactor compiles patterns as case-insensitive regular expressions
+// matched anywhere in a key. nil means [DefaultRedactPatterns]; an empty,
+// non-nil slice redacts nothing. An empty pattern is an error because it
+// would match, and so redact, every key.
+func NewRedactor(patterns []string) (*Redactor, error) {
+	if patterns == nil {
+		patterns = DefaultRedactPatterns
+	}
+	if len(patterns) == 0 {
+		return &Redactor{}, nil
+	}
+	var errs []error
+	parts := make([]string, 0, len(patterns))
+	for i, p := range patterns {
+		if p == "" {
+			errs = append(errs, fmt.Errorf("redact pattern %d: empty pattern would redact every key", i))
+			continue
+		}
+		if _, err := regexp.Compile(p); err != nil {
+			errs = append(errs, fmt.Errorf("redact pattern %d %q: %w", i, p, err))
+			continue
+		}
+		parts = append(parts, "(?:"+p+")")
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	re, err := regexp.Compile("(?i)" + strings.Join(parts, "|"))
+	if err != nil {
+		return nil, fmt.Errorf("combining redact patterns: %w", err)
+	}
+	return &Redactor{re: re}, nil
+}
+
+// sensitive reports whether the value under key must be redacted.
+func (r *Redactor) sensitive(key string) bool {
+	return r.re != nil && r.re.MatchString(key)
+}
+
+// Redact returns a deep copy of v, a decoded JSON value (map[string]any,
+// []any, string, json.Number, float64, bool or nil), in which the value of
+// every matching key, at any depth, is [Redacted]. A json.RawMessage is
+// decoded first. Any other type (a struct, a typed map) is converted through
+// its JSON encoding, so the result is always a plain decoded JSON value and
+// no field escapes redaction; a value that cannot be encoded becomes
+// [Unparseable].
+func (r *Redactor) Redact(v any) any {
+	return r.redact(v, 0)
+}
+
+func (r *Redactor) redact(v any, depth int) any {
+	if depth > maxDepth {
+		return Redacted
+	}
+	switch v := v.(type) {
+	case string:
+		return r.redactString(v, depth)
+	case nil, bool, json.Number, float64, float32,
+		int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64:
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if r.sensitive(k) {
+				out[k] = Redacted
+				continue
+			}
+			out[k] = r.redact(e, depth+1)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = r.redact(e, depth+1)
+		}
+		return out
+	case json.RawMessage:
+		d, ok := decode(v)
+		if !ok {
+			return Unparseable
+		}
+		return r.redact(d, depth+1)
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return Unparseable
+		}
+		d, ok := decode(raw)
+		if !ok {
+			return Unparseable
+		}
+		return r.redact(d, depth+1)
+	}
+}
+
+// decode parses exactly one JSON value, keeping numbers exact. Empty input
+// decodes to nil, as a nil json.RawMessage encodes to null.
+// redactString redacts a string holding a JSON object or array, as tool
+// results often carry JSON as text: a secret under a sensitive key inside it
+// must not escape because it was serialized once more.
+func (r *Redactor) redactString(s string, depth int) any {
+	t := strings.TrimSpace(s)
+	if len(t) < 2 || (t[0] != '{' && t[0] != '[') {
+		return s
+	}
+	d, ok := decode([]byte(t))
+	if !ok {
+		return s
+	}
+	b, err := encode(r.redact(d, depth+1))
+	if err != nil {
+		return Unparseable
+	}
+	return string(b)
+}
+
+func decode(raw []byte) (any, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, true
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	// Trailing data means raw was not one JSON value.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
+}
+
+// encode writes v as compact JSON with sorted object keys (encoding/json
+// sorts map keys) and without HTML escaping, which would only make
+// summaries harder to read.
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// RedactJSON decodes raw (numbers kept exact), redacts it and re-encodes it
+// canonically: compact, object keys sorted. Equal values therefore give
+// equal bytes whatever their key order. Empty input gives null; input that
+// is not exactly one JSON value gives the JSON string [Unparseable].
+func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
+	v, ok := decode(raw)
+	if !ok {
+		return unparseableJSON()
+	}
+	out, err := encode(r.redact(v, 0))
+	if err != nil {
+		return unparseableJSON()
+	}
+	return out
+}
+
+func unparseableJSON() json.RawMessage {
+	return json.RawMessage(`"` + Unparseable + `"`)
+}
+
+// ParamsHash is the hex SHA-256 of [Redactor.RedactJSON] of args. It lets
+// the log tell identical calls apart from different ones without storing
+// the arguments; because secrets are redacted first, it neither changes with
+// nor reveals a secret value. Empty or null args hash as "{}", so a call
+// without arguments and one with an empty object look the same.
+func (r *Redactor) ParamsHash(args json.RawMessage) string {
+	canon := r.RedactJSON(args)
+	if string(canon) == "null" {
+		canon = json.RawMessage("{}")
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+// Summary is the canonical JSON of the redacted v cut to at most maxRunes
+// runes (default [DefaultSummaryRunes] when maxRunes <= 0), the last of which is "…"
+// when it was cut. The cut is on a rune boundary so the summary stays valid
+// UTF-8. An untyped nil or empty json.RawMessage gives "", so a call without
+// a result leaves result_summary empty rather than "null".
+func (r *Redactor) Summary(v any, maxRunes int) string {
+	if maxRunes <= 0 {
+		maxRunes = DefaultSummaryRunes
+	}
+	if v == nil {
+		return ""
+	}
+	if raw, ok := v.(json.RawMessage); ok && len(bytes.TrimSpace(raw)) == 0 {
+		return ""
+	}
+	out, err := encode(r.Redact(v))
+	if err != nil {
+		out = unparseableJSON()
+	}
+	return truncateRunes(string(out), maxRunes)
+}
+
+// truncateRunes cuts s to at most maxRunes runes, ending in "…" when cut.
+func truncateRunes(s string, maxRunes int) string {
+	if utf8.RuneCountInString(s) <= maxRunes {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == maxRunes-1 {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
