@@ -117,13 +117,18 @@ type Decision struct {
 	Allow bool `json:"allow"`
 	// Rule names what decided: "admin", "grant:<id>", "default-deny",
 	// "grant-expired:<id>", "role:<role>", "workspace:deny-id",
-	// "server:default-deny", "high-risk:token-missing", "high-risk:token:<id>", ...
+	// "server:default-deny", "high-risk:token-missing", ... An allow that an
+	// approval token completed appends "+token:<first 8 of the token ID>"
+	// ("grant:<id>+token:1a2b3c4d").
 	Rule   string `json:"rule"`
 	Reason string `json:"reason"`
 	// Revision is the policy revision the decision was made under.
 	Revision uint64 `json:"revision"`
 	// Cached reports that the policy part came from the decision cache.
 	Cached bool `json:"cached"`
-	// TokenRequired reports that the tool is high-risk.
+	// TokenRequired reports that the call needs an approval token: the tool
+	// is high-risk and the caller is not an admin exempt from tokens
+	// (Policy.AdminNeedsToken). It is set on denials too, so a client can
+	// tell it to ask for a token.
 	TokenRequired bool `json:"token_required"`
 }
