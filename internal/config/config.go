@@ -30,9 +30,32 @@
 //	  listen: 127.0.0.1:8080
 //	  tool_name_separator: "__"
 //	  log_directory: logs/mcp_servers
+//	  bulkhead_max_concurrent: 32
+//	  rate_limit_per_second: 10
+//	auth:                          # absent = local mode, loopback listeners only
+//	  mode: jwt                    # keys (default) | jwt | local
+//	  jwt:
+//	    secret: ${JWT_SECRET}      # HS256; or jwks_url: https://idp.example/jwks.json
+//	    issuer: https://idp.example
+//	    audience: switchboard
+//	    leeway_seconds: 30
+//	    claims: {roles: groups}    # the other claims keep their defaults
+//	authz:
+//	  role_restrictions:
+//	    review:
+//	      allowed_tools: [files__read_*, github__get_*]
+//	  high_risk_tools: [write, delete, push]
+//	  admin_needs_token: false
+//	fallbacks:
+//	  github__search_code: [files__search_files]
 //
-// Secrets (header values, env values, bearer tokens) are never included in an
-// error message; use [Server.Redacted] before logging or serving a definition.
+// The environment overrides the auth section too: SWITCHBOARD_AUTH_MODE sets
+// auth.mode (creating the section), and SWITCHBOARD_JWT_SECRET or
+// SWITCHBOARD_JWKS_URL replaces the jwt key source; see [Auth] and [JWT].
+//
+// Secrets (header values, env values, bearer tokens, the JWT secret) are never
+// included in an error message; use [Server.Redacted] and [JWT.Redacted]
+// before logging or serving a definition.
 package config
 
 import (
@@ -85,6 +108,23 @@ type Config struct {
 	File     string    // path it was loaded from; "" for the built-in default
 	Servers  []*Server // sorted by Name
 	Settings Settings
+	// Auth is the auth: section; nil when the file has none (the app then
+	// uses local mode on a loopback listener and refuses to start on any
+	// other). SWITCHBOARD_AUTH_MODE creates it when the file has none.
+	Auth *Auth
+	// Authz is the authz: section; the zero value when the file has none.
+	Authz Authz
+	// Fallbacks maps a namespaced tool to the tools tried, in order, when it
+	// fails after retries or its breaker is open:
+	// fallbacks: {"a.search": ["b.search", "c.find"]}. Names are checked
+	// for a known server part; the tools themselves only after discovery.
+	Fallbacks map[string][]string
+	// Pos is the position of each key of the auth, authz and fallbacks
+	// sections by field path, e.g. Pos["fallbacks.a.search[0]"] or
+	// Pos["authz.role_restrictions.review.allowed_tools[1]"], so problems
+	// found after loading (an unknown tool after discovery) can point at the
+	// line. Nil when the file has none of them.
+	Pos map[string]Pos
 }
 
 // Server returns the server called name, or nil, so callers need not loop over
@@ -391,6 +431,62 @@ type Settings struct {
 	AuthCacheTTLMinutes     int     // auth_cache_ttl_minutes      MCP_AUTH_CACHE_TTL           5
 	InvocationTimeoutMS     int     // invocation_timeout_ms       MCP_INVOCATION_TIMEOUT_MS    30000
 	AuditRetentionDays      int     // audit_retention_days        MCP_AUDIT_RETENTION_DAYS     90
+
+	// Resilience and audit (issue 5): yaml key as shown, env var
+	// SWITCHBOARD_<KEY in upper case>, default and range as shown.
+	BulkheadMaxConcurrent int     // bulkhead_max_concurrent   64: calls in flight per server (1..100000)
+	BulkheadMaxQueue      int     // bulkhead_max_queue       256: calls waiting for a slot per server (0..1000000)
+	RateLimitPerSecond    float64 // rate_limit_per_second      0: calls per second per caller; 0 = off (>= 0)
+	RateLimitBurst        int     // rate_limit_burst           0: 0 = max(1, ceil(rate)), see EffectiveRateLimitBurst (>= 0)
+	RetryBudgetRatio      float64 // retry_budget_ratio       0.2: retries allowed as a share of calls (0..1)
+	// IdempotencyTTL is how long a call's result is replayed for a repeated
+	// idempotency key: yaml idempotency_ttl_seconds, default 3600s, env
+	// SWITCHBOARD_IDEMPOTENCY_TTL_SECONDS.
+	IdempotencyTTL        time.Duration
+	IdempotencyMaxEntries int // idempotency_max_entries 10000 (1..10000000)
+	AuditQueueSize        int // audit_queue_size        10000: records buffered before the writer drops (1..10000000)
+	// AuditRedactPattern is a Go regexp; argument and result keys matching
+	// it have their values redacted before audit records hash or summarize
+	// them. yaml audit_redact_pattern, env SWITCHBOARD_AUDIT_REDACT_PATTERN,
+	// default [DefaultAuditRedactPattern]; it must compile and not be empty.
+	AuditRedactPattern string
+}
+
+// EffectiveRateLimitBurst returns the bucket size in effect: RateLimitBurst,
+// or when it is 0 the rate rounded up (at least 1), so a configured rate
+// always admits at least one call.
+func (s *Settings) EffectiveRateLimitBurst() int {
+	if s.RateLimitBurst > 0 {
+		return s.RateLimitBurst
+	}
+	return max(1, int(math.Ceil(s.RateLimitPerSecond)))
+}
+
+// DefaultAuditRedactPattern is the default of settings.audit_redact_pattern:
+// key names that usually hold credentials.
+const DefaultAuditRedactPattern = "password|passwd|token|secret|key|credential|authorization|cookie"
+
+// DefaultHighRiskTools returns the words that make a tool high-risk when
+// authz.high_risk_tools is not set: seed 000's write, delete, modify, update
+// and create. It returns a new slice each time.
+func DefaultHighRiskTools() []string {
+	return []string{"write", "delete", "modify", "update", "create"}
+}
+
+// DefaultJWT returns a [JWT] with the defaults of every field the file may
+// leave out: a 30s leeway and seed 003's claim names.
+func DefaultJWT() JWT {
+	return JWT{
+		Leeway: 30 * time.Second,
+		Claims: JWTClaims{
+			AgentID:      "sub",
+			Roles:        "roles",
+			Workspace:    "workspace",
+			AllowServers: "mcpServerAllowIds",
+			DenyServers:  "mcpServerDenyIds",
+			Admin:        "isAdmin",
+		},
+	}
 }
 
 // DefaultSettings returns Settings with every default filled in. It is the one
@@ -429,5 +525,15 @@ func DefaultSettings() Settings {
 		AuthCacheTTLMinutes:     5,
 		InvocationTimeoutMS:     30000,
 		AuditRetentionDays:      90,
+
+		BulkheadMaxConcurrent: 64,
+		BulkheadMaxQueue:      256,
+		RateLimitPerSecond:    0,
+		RateLimitBurst:        0,
+		RetryBudgetRatio:      0.2,
+		IdempotencyTTL:        3600 * time.Second,
+		IdempotencyMaxEntries: 10000,
+		AuditQueueSize:        10000,
+		AuditRedactPattern:    DefaultAuditRedactPattern,
 	}
 }

@@ -388,6 +388,188 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "unknown auth mode",
+			yaml: "auth:\n  mode: oauth\n",
+			want: []wantErr{{Line: 2, Field: "auth.mode", Msg: `unknown mode "oauth": must be "keys", "jwt" or "local"`}},
+		},
+		{
+			name: "jwt mode without jwt section",
+			yaml: "auth:\n  mode: jwt\n",
+			want: []wantErr{{Line: 2, Field: "auth.mode", Msg: "mode jwt needs a jwt: section with secret or jwks_url"}},
+		},
+		{
+			name: "jwt with both secret and jwks_url",
+			yaml: "auth:\n  mode: jwt\n  jwt:\n    secret: ${S}\n    jwks_url: https://idp.example/jwks.json\n",
+			env:  map[string]string{"S": "k"},
+			want: []wantErr{{Line: 5, Field: "auth.jwt.jwks_url", Msg: "set either secret (an HS256 key) or jwks_url, not both"}},
+		},
+		{
+			name: "jwt with neither secret nor jwks_url",
+			yaml: "auth:\n  mode: jwt\n  jwt:\n    issuer: https://idp.example\n",
+			want: []wantErr{{Line: 3, Field: "auth.jwt", Msg: "needs secret"}},
+		},
+		{
+			name: "jwks_url not http(s)",
+			yaml: "auth:\n  mode: jwt\n  jwt:\n    jwks_url: file:///etc/jwks.json\n",
+			want: []wantErr{{Line: 4, Field: "auth.jwt.jwks_url", Msg: `must be an absolute http:// or https:// URL (scheme "file" is not supported)`}},
+		},
+		{
+			name: "jwt section under mode keys",
+			yaml: "auth:\n  jwt:\n    secret: x\n",
+			want: []wantErr{{Line: 2, Field: "auth.jwt", Msg: `only used with mode: jwt (the mode is "keys")`}},
+		},
+		{
+			name: "jwt section under mode local",
+			yaml: "auth:\n  mode: local\n  jwt: {jwks_url: https://idp.example/jwks.json}\n",
+			want: []wantErr{{Line: 3, Field: "auth.jwt", Msg: `only used with mode: jwt (the mode is "local")`}},
+		},
+		{
+			name: "bad jwt fields",
+			yaml: "auth:\n  mode: jwt\n  jwt:\n    secret: ${NO_SECRET}\n    leeway_seconds: -5\n    audience: [a, b]\n    claims:\n      role: groups\n      admin: \"\"\n    issuer: x\n    isuer: y\n  mod: jwt\n",
+			want: []wantErr{
+				{Line: 4, Field: "auth.jwt.secret", Msg: "environment variable NO_SECRET is not set"},
+				{Line: 5, Field: "auth.jwt.leeway_seconds", Msg: "must be a number of seconds from 0 to 3600"},
+				{Line: 6, Field: "auth.jwt.audience", Msg: "must be a string, got a list"},
+				{Line: 8, Field: "auth.jwt.claims.role", Msg: `unknown claim "role" (did you mean "roles"?)`},
+				{Line: 9, Field: "auth.jwt.claims.admin", Msg: `must name a claim (remove the key to use the default "isAdmin")`},
+				{Line: 11, Field: "auth.jwt.isuer", Msg: `unknown field "isuer" (did you mean "issuer"?)`},
+				{Line: 12, Field: "auth.mod", Msg: `unknown field "mod" (did you mean "mode"?)`},
+			},
+		},
+		{
+			name: "auth not a mapping",
+			yaml: "auth: jwt\n",
+			want: []wantErr{{Line: 1, Field: "auth", Msg: "must be a mapping, got a string"}},
+		},
+		{
+			name: "bad role restrictions",
+			yaml: "authz:\n  role_restrictions:\n    review:\n      tools: [a.b]\n    impl:\n      allowed_tools: [fs.write, \"\", ~, \"fs read\"]\n    ops: {}\n    empty:\n",
+			want: []wantErr{
+				{Line: 3, Field: "authz.role_restrictions.review", Msg: "allowed_tools is required"},
+				{Line: 4, Field: "authz.role_restrictions.review.tools", Msg: `unknown field "tools"`},
+				{Line: 6, Field: "authz.role_restrictions.impl.allowed_tools[1]", Msg: "must not be empty"},
+				{Line: 6, Field: "authz.role_restrictions.impl.allowed_tools[2]", Msg: "must be a string, got null"},
+				{Line: 6, Field: "authz.role_restrictions.impl.allowed_tools[3]", Msg: `tool pattern "fs read" is invalid`},
+				{Line: 7, Field: "authz.role_restrictions.ops", Msg: "allowed_tools is required"},
+				{Line: 8, Field: "authz.role_restrictions.empty", Msg: "allowed_tools is required"},
+			},
+		},
+		{
+			name: "bad authz fields",
+			yaml: "authz:\n  high_risk_tools: [write, \"\"]\n  admin_needs_token: sometimes\n  role_restriction: {}\n",
+			want: []wantErr{
+				{Line: 2, Field: "authz.high_risk_tools[1]", Msg: "must not be empty"},
+				{Line: 3, Field: "authz.admin_needs_token", Msg: "must be true or false"},
+				{Line: 4, Field: "authz.role_restriction", Msg: `unknown field "role_restriction" (did you mean "role_restrictions"?)`},
+			},
+		},
+		{
+			name: "bad fallbacks",
+			yaml: "servers:\n  a: {transport: stdio, command: x}\n  b: {transport: stdio, command: x, prefix: bee}\n" +
+				"fallbacks:\n" +
+				"  search: [a.find]\n" +
+				"  a.search: [a.search, bee.search, bee.search, b.search, lookup]\n" +
+				"  a.empty: []\n" +
+				"  a.null:\n" +
+				"  c.search: [a.find, \"\"]\n",
+			want: []wantErr{
+				{Line: 5, Field: "fallbacks.search", Msg: `"search" is not a namespaced tool name: write server.tool`},
+				{Line: 6, Field: "fallbacks.a.search[0]", Msg: "a tool cannot fall back to itself"},
+				{Line: 6, Field: "fallbacks.a.search[2]", Msg: `"bee.search" is listed twice (first at [1])`},
+				{Line: 6, Field: "fallbacks.a.search[3]", Msg: `unknown server "b": no server in servers: has this name or prefix`},
+				{Line: 6, Field: "fallbacks.a.search[4]", Msg: `"lookup" is not a namespaced tool name`},
+				{Line: 7, Field: "fallbacks.a.empty", Msg: "needs at least one fallback tool"},
+				{Line: 8, Field: "fallbacks.a.null", Msg: "needs at least one fallback tool"},
+				{Line: 9, Field: "fallbacks.c.search", Msg: `unknown server "c"`},
+				{Line: 9, Field: "fallbacks.c.search[1]", Msg: "must not be empty"},
+			},
+		},
+		{
+			name: "fallbacks with the __ separator",
+			yaml: "servers:\n  a: {transport: stdio, command: x}\nsettings:\n  tool_name_separator: __\nfallbacks:\n  a.search: [a__find]\n  a__search: [x__find]\n",
+			want: []wantErr{
+				{Line: 6, Field: "fallbacks.a.search", Msg: `"a.search" is not a namespaced tool name: write server__tool`},
+				{Line: 7, Field: "fallbacks.a__search[0]", Msg: `unknown server "x"`},
+			},
+		},
+		{
+			name: "fallbacks not a mapping of lists",
+			yaml: "fallbacks:\n  a.search: b.search\n",
+			want: []wantErr{{Line: 2, Field: "fallbacks.a.search", Msg: "must be a list, got a string"}},
+		},
+		{
+			name: "resilience and audit settings out of range",
+			yaml: "settings:\n  bulkhead_max_concurrent: 0\n  bulkhead_max_queue: -1\n  rate_limit_per_second: -0.5\n" +
+				"  rate_limit_burst: -1\n  retry_budget_ratio: 1.5\n  idempotency_ttl_seconds: 0\n" +
+				"  idempotency_max_entries: 0\n  audit_queue_size: 10000001\n  audit_redact_pattern: \"(token\"\n",
+			want: []wantErr{
+				{Line: 2, Field: "settings.bulkhead_max_concurrent", Msg: "must be between 1 and 100000 (got 0)"},
+				{Line: 3, Field: "settings.bulkhead_max_queue", Msg: "must be between 0 and 1000000 (got -1)"},
+				{Line: 4, Field: "settings.rate_limit_per_second", Msg: "must be at least 0"},
+				{Line: 5, Field: "settings.rate_limit_burst", Msg: "must be at least 0"},
+				{Line: 6, Field: "settings.retry_budget_ratio", Msg: "must be between 0 and 1"},
+				{Line: 7, Field: "settings.idempotency_ttl_seconds", Msg: "greater than 0"},
+				{Line: 8, Field: "settings.idempotency_max_entries", Msg: "must be between 1 and 10000000 (got 0)"},
+				{Line: 9, Field: "settings.audit_queue_size", Msg: "must be between 1 and 10000000 (got 10000001)"},
+				{Line: 10, Field: "settings.audit_redact_pattern", Msg: "not a valid Go regexp: error parsing regexp: missing closing ): `(token`"},
+			},
+		},
+		{
+			name: "empty audit redact pattern",
+			yaml: "settings:\n  audit_redact_pattern: \"\"\n",
+			want: []wantErr{{Line: 2, Field: "settings.audit_redact_pattern", Msg: "must not be empty"}},
+		},
+		{
+			name: "resilience and audit env overrides",
+			env: map[string]string{
+				"SWITCHBOARD_BULKHEAD_MAX_CONCURRENT": "100001",
+				"SWITCHBOARD_RATE_LIMIT_PER_SECOND":   "fast",
+				"SWITCHBOARD_RETRY_BUDGET_RATIO":      "-0.1",
+				"SWITCHBOARD_IDEMPOTENCY_TTL_SECONDS": "86401",
+				"SWITCHBOARD_AUDIT_REDACT_PATTERN":    "[a-",
+			},
+			want: []wantErr{
+				{File: EnvironmentFile, Field: "SWITCHBOARD_RATE_LIMIT_PER_SECOND", Msg: `invalid value "fast": must be a number`},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_IDEMPOTENCY_TTL_SECONDS", Msg: "at most 86400"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_BULKHEAD_MAX_CONCURRENT", Msg: "must be between 1 and 100000"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_RETRY_BUDGET_RATIO", Msg: "must be between 0 and 1"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_AUDIT_REDACT_PATTERN", Msg: "missing closing ]"},
+			},
+		},
+		{
+			name: "auth env overrides",
+			yaml: "auth:\n  mode: keys\n",
+			env:  map[string]string{"SWITCHBOARD_AUTH_MODE": "sso"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_AUTH_MODE", Msg: `unknown mode "sso"`}},
+		},
+		{
+			name: "jwt mode from env without a key",
+			env:  map[string]string{"SWITCHBOARD_AUTH_MODE": "jwt"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_AUTH_MODE", Msg: "mode jwt needs a jwt: section"}},
+		},
+		{
+			name: "jwt env vars without jwt mode",
+			yaml: "auth:\n  mode: keys\n",
+			env:  map[string]string{"SWITCHBOARD_JWKS_URL": "https://idp.example/jwks.json"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_JWKS_URL", Msg: `only used with auth mode jwt (the mode is "keys")`}},
+		},
+		{
+			name: "jwt env var without an auth section",
+			env:  map[string]string{"SWITCHBOARD_JWT_SECRET": "k"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_JWT_SECRET", Msg: "there is no auth: section"}},
+		},
+		{
+			name: "both jwt env vars, and a bad one",
+			yaml: "auth:\n  mode: jwt\n",
+			env:  map[string]string{"SWITCHBOARD_JWT_SECRET": "k", "SWITCHBOARD_JWKS_URL": "https://idp.example/jwks.json"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_JWKS_URL", Msg: "SWITCHBOARD_JWT_SECRET is set too: set only one of them"}},
+		},
+		{
+			name: "bad jwks url from env",
+			env:  map[string]string{"SWITCHBOARD_AUTH_MODE": "jwt", "SWITCHBOARD_JWKS_URL": "idp.example/jwks.json"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_JWKS_URL", Msg: "it has no scheme"}},
+		},
+		{
 			name: "every problem reported at once, in file order",
 			yaml: "servers:\n  a.b:\n    transport: stdio\n    command: x\n  c:\n    transport: http\nsettings:\n  log_level: loud\nextra: 1\n",
 			want: []wantErr{
@@ -1209,6 +1391,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("servers:\n  s:\n    transport: stdio\n    command: x\n    idle_timeout_seconds: 1.5\n    max_restart_attempts: 2\n    health_check:\n      method: tool_call\n      tool: t\n      args: {a: [1, 2.5, true, ~, {b: c}]}\n      interval_seconds: 3\nsettings:\n  restart_window_seconds: 60\n  degraded_error_rate: 0.5\n"))
 	f.Add([]byte("a: &x [*x]\nb: &y *y\n"))
 	f.Add([]byte("servers: {x: !!str 1, ? y : z}\n---\n"))
+	f.Add([]byte("servers:\n  a: {transport: stdio, command: x, prefix: p}\nauth:\n  mode: jwt\n  jwt:\n    secret: \"${A}$$\"\n    leeway_seconds: 0.5\n    claims: {roles: groups}\n" +
+		"authz:\n  role_restrictions:\n    r: {allowed_tools: [p.read_*, \"*\"]}\n    n: {allowed_tools: []}\n  high_risk_tools: []\n  admin_needs_token: true\n" +
+		"fallbacks:\n  p.search: [p.find, p.grep]\nsettings:\n  rate_limit_per_second: 0.5\n  audit_redact_pattern: \"(?i)key\"\n"))
+	f.Add([]byte("auth: &a\n  mode: keys\nauthz: {high_risk_tools: *a}\nfallbacks: {<<: {x.y: [x.z]}}\n"))
+	f.Add([]byte("auth:\n  mode: jwt\n  jwt: {jwks_url: \"https://idp/jwks\", issuer: i}\nsettings: {tool_name_separator: __}\nfallbacks: {a__b: [a__c]}\n"))
 	getenv := envFunc(map[string]string{"A": "a", "B": "b", "T": "t", "Y": "y"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data, getenv)
@@ -1231,6 +1418,27 @@ func FuzzParse(f *testing.F) {
 			// What Parse accepts, ValidateServer accepts too.
 			if err := ValidateServer(s); err != nil {
 				t.Fatalf("parsed server fails ValidateServer: %v", err)
+			}
+		}
+		if a := cfg.Auth; a != nil {
+			if a.Mode != AuthKeys && a.Mode != AuthJWT && a.Mode != AuthLocal {
+				t.Fatalf("accepted auth mode %q", a.Mode)
+			}
+			if (a.JWT != nil) != (a.Mode == AuthJWT) {
+				t.Fatalf("auth mode %q with JWT %v", a.Mode, a.JWT)
+			}
+			if j := a.JWT; j != nil {
+				if (j.Secret == "") == (j.JWKSURL == "") || j.Leeway < 0 {
+					t.Fatalf("accepted JWT %+v", j)
+				}
+				if _, err := j.ExpandSecret(getenv); j.Secret != "" && err != nil {
+					t.Fatalf("accepted a secret that does not expand: %v", err)
+				}
+			}
+		}
+		for key, list := range cfg.Fallbacks {
+			if !strings.Contains(key, cfg.Settings.ToolNameSeparator) || len(list) == 0 {
+				t.Fatalf("accepted fallbacks %q: %q", key, list)
 			}
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
@@ -47,27 +48,34 @@ func Parse(name string, data []byte, getenv func(string) string) (*Config, error
 // report them.
 func Default(getenv func(string) string) *Config {
 	getenv = orOSGetenv(getenv)
-	cfg, errs := parse(defaultName, defaultYAML, getenv)
-	if len(errs) > 0 {
-		bad := map[string]bool{}
+	// Ignoring one variable can reveal a problem with another (a JWKS URL
+	// dropped leaves mode jwt without a key), so repeat until clean; each
+	// round ignores at least one more variable, so this ends.
+	bad := map[string]bool{}
+	filtered := func(k string) string {
+		if bad[k] {
+			return ""
+		}
+		return getenv(k)
+	}
+	for {
+		cfg, errs := parse(defaultName, defaultYAML, filtered)
+		if len(errs) == 0 {
+			cfg.File = ""
+			return cfg
+		}
+		grew := false
 		for _, e := range errs {
 			if e.File != EnvironmentFile {
 				panic(fmt.Sprintf("config: built-in default is invalid: %v", errs))
 			}
+			grew = grew || !bad[e.Field]
 			bad[e.Field] = true
 		}
-		cfg, errs = parse(defaultName, defaultYAML, func(k string) string {
-			if bad[k] {
-				return ""
-			}
-			return getenv(k)
-		})
-		if len(errs) > 0 {
+		if !grew {
 			panic(fmt.Sprintf("config: built-in default is invalid: %v", errs))
 		}
 	}
-	cfg.File = ""
-	return cfg
 }
 
 // LoadDefault is [Default] that reports invalid environment overrides as *Errors
@@ -93,21 +101,28 @@ func orOSGetenv(getenv func(string) string) func(string) string {
 func parse(name string, data []byte, getenv func(string) string) (*Config, Errors) {
 	cfg := &Config{File: name, Settings: DefaultSettings()}
 	src := map[string]settingSource{}
+	st := &sections{pos: map[string]Pos{}, bad: map[string]bool{}}
 	var errs Errors
 	var servers []*Server
 	var bad []map[string]bool
+	serversKnown := false
 
 	if f, synErr := parseYAML(name, data); synErr != nil {
 		errs = append(errs, synErr)
 	} else {
 		d := newDecoder(name, f)
-		servers, bad = d.decodeTop(f, &cfg.Settings, src)
+		servers, bad, serversKnown = d.decodeTop(f, cfg, src, st)
 		errs = append(errs, d.errs...)
 	}
 
 	errs = append(errs, applyEnv(&cfg.Settings, getenv, src)...)
 	errs = append(errs, resolveAliases(name, &cfg.Settings, src)...)
 	errs = append(errs, validateSettings(name, &cfg.Settings, src)...)
+
+	authSrc, authErrs := applyAuthEnv(cfg, getenv)
+	errs = append(errs, authErrs...)
+	c := &checker{file: name, pos: st.pos}
+	validateAuth(c, cfg, st, authSrc, getenv)
 
 	for i, s := range servers {
 		if bad[i][""] {
@@ -125,16 +140,30 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 			s.DefaultAccess = AccessAllow
 		}
 	}
+	for i := range bad {
+		if bad[i][""] || bad[i]["prefix"] {
+			serversKnown = false // a prefix may be missing
+		}
+	}
+	validateFallbacks(c, cfg, st, servers, serversKnown)
+	errs = append(errs, c.errs...)
+
 	slices.SortFunc(servers, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
 	cfg.Servers = servers
+	if len(st.pos) > 0 {
+		cfg.Pos = st.pos
+	}
 	return cfg, errs
 }
 
 // topKeys are the keys allowed at the top level of a file.
-var topKeys = []string{"servers", "settings"}
+var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks"}
 
-// decodeTop decodes the document's top-level mapping.
-func (d *decoder) decodeTop(f *ast.File, settings *Settings, src map[string]settingSource) ([]*Server, []map[string]bool) {
+// decodeTop decodes the document's top-level mapping into cfg (all but the
+// servers) and returns the servers, the fields of each that failed to decode,
+// and whether every server definition could be read (so a name missing from
+// them is really unknown).
+func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSource, st *sections) ([]*Server, []map[string]bool, bool) {
 	var body ast.Node
 	for _, doc := range f.Docs {
 		if doc == nil || doc.Body == nil {
@@ -147,27 +176,48 @@ func (d *decoder) decodeTop(f *ast.File, settings *Settings, src map[string]sett
 		body = doc.Body
 	}
 	if r, ok := d.resolve(body, ""); !ok {
-		return nil, nil
+		return nil, nil, false
 	} else if !isNull(r) {
 		switch r.(type) {
 		case *ast.MappingNode, *ast.MappingValueNode:
 		default:
-			d.errorf(posOf(r), "", "the top level must be a mapping with the keys \"servers\" and \"settings\", got %s", kindOf(r))
-			return nil, nil
+			d.errorf(posOf(r), "", "the top level must be a mapping with the keys %s, got %s", quotedTopKeys(), kindOf(r))
+			return nil, nil, false
 		}
 	}
-	entries, _ := d.mapping(body, "")
+	entries, topOK := d.mapping(body, "")
 	var servers []*Server
 	var bad []map[string]bool
+	serversKnown := topOK
 	for _, e := range entries {
 		switch e.key {
 		case "servers":
-			servers, bad = d.decodeServers(e.value)
+			var ok bool
+			servers, bad, ok = d.decodeServers(e.value)
+			serversKnown = serversKnown && ok
 		case "settings":
-			d.decodeSettings(e.value, settings, src)
+			d.decodeSettings(e.value, &cfg.Settings, src)
+		case "auth":
+			cfg.Auth = d.decodeAuth(e.value, e.pos, st)
+			st.pos["auth"] = e.pos
+		case "authz":
+			cfg.Authz = d.decodeAuthz(e.value, st)
+			st.pos["authz"] = e.pos
+		case "fallbacks":
+			cfg.Fallbacks = d.decodeFallbacks(e.value, st)
+			st.pos["fallbacks"] = e.pos
 		default:
-			d.errorf(e.pos, e.key, "unknown top-level key %q: only \"servers\" and \"settings\" are allowed%s", e.key, suggest(e.key, topKeys))
+			d.errorf(e.pos, e.key, "unknown top-level key %q: only %s are allowed%s", e.key, quotedTopKeys(), suggest(e.key, topKeys))
 		}
 	}
-	return servers, bad
+	return servers, bad, serversKnown
+}
+
+// quotedTopKeys lists topKeys for messages: "a", "b" or "c".
+func quotedTopKeys() string {
+	quoted := make([]string, len(topKeys))
+	for i, k := range topKeys {
+		quoted[i] = strconv.Quote(k)
+	}
+	return joinOr(quoted)
 }

@@ -36,15 +36,15 @@ type problem struct{ sub, msg string }
 
 // decodeServers reads the servers: mapping. Each server comes with the set of its
 // fields that failed to decode, whose validation is skipped to avoid reporting one
-// mistake twice.
-func (d *decoder) decodeServers(n ast.Node) ([]*Server, []map[string]bool) {
+// mistake twice; ok is false when servers may be missing.
+func (d *decoder) decodeServers(n ast.Node) ([]*Server, []map[string]bool, bool) {
 	if r, ok := d.resolve(n, "servers"); ok {
 		if _, isSeq := r.(*ast.SequenceNode); isSeq {
 			d.errorf(posOf(r), "servers", "must be a mapping of server name to definition, got a list")
-			return nil, nil
+			return nil, nil, false
 		}
 	}
-	entries, _ := d.mapping(n, "servers")
+	entries, complete := d.mapping(n, "servers")
 	var servers []*Server
 	var bad []map[string]bool
 	for _, e := range entries {
@@ -53,7 +53,7 @@ func (d *decoder) decodeServers(n ast.Node) ([]*Server, []map[string]bool) {
 		servers = append(servers, s)
 		bad = append(bad, b)
 	}
-	return servers, bad
+	return servers, bad, complete
 }
 
 // decodeServer fills s from the mapping at n and returns the fields that could not

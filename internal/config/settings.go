@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,6 +132,46 @@ var settingDefs = []settingDef{
 	}},
 	{"audit_retention_days", "MCP_AUDIT_RETENTION_DAYS", func(s *Settings) any { return &s.AuditRetentionDays }, func(s *Settings) string {
 		return between(s.AuditRetentionDays, 1, 36500)
+	}},
+	{"bulkhead_max_concurrent", "SWITCHBOARD_BULKHEAD_MAX_CONCURRENT", func(s *Settings) any { return &s.BulkheadMaxConcurrent }, func(s *Settings) string {
+		return between(s.BulkheadMaxConcurrent, 1, 100_000)
+	}},
+	{"bulkhead_max_queue", "SWITCHBOARD_BULKHEAD_MAX_QUEUE", func(s *Settings) any { return &s.BulkheadMaxQueue }, func(s *Settings) string {
+		return between(s.BulkheadMaxQueue, 0, 1_000_000)
+	}},
+	{"rate_limit_per_second", "SWITCHBOARD_RATE_LIMIT_PER_SECOND", func(s *Settings) any { return &s.RateLimitPerSecond }, func(s *Settings) string {
+		if !(s.RateLimitPerSecond >= 0) {
+			return "must be at least 0 (0 = no rate limit)"
+		}
+		return ""
+	}},
+	{"rate_limit_burst", "SWITCHBOARD_RATE_LIMIT_BURST", func(s *Settings) any { return &s.RateLimitBurst }, func(s *Settings) string {
+		if s.RateLimitBurst < 0 {
+			return fmt.Sprintf("must be at least 0 (0 = the rate rounded up) (got %d)", s.RateLimitBurst)
+		}
+		return ""
+	}},
+	{"retry_budget_ratio", "SWITCHBOARD_RETRY_BUDGET_RATIO", func(s *Settings) any { return &s.RetryBudgetRatio }, func(s *Settings) string {
+		if !(s.RetryBudgetRatio >= 0 && s.RetryBudgetRatio <= 1) {
+			return "must be between 0 and 1 (a share of calls: 0.2 = one retry per five calls)"
+		}
+		return ""
+	}},
+	{"idempotency_ttl_seconds", "SWITCHBOARD_IDEMPOTENCY_TTL_SECONDS", func(s *Settings) any { return &s.IdempotencyTTL }, nil},
+	{"idempotency_max_entries", "SWITCHBOARD_IDEMPOTENCY_MAX_ENTRIES", func(s *Settings) any { return &s.IdempotencyMaxEntries }, func(s *Settings) string {
+		return between(s.IdempotencyMaxEntries, 1, 10_000_000)
+	}},
+	{"audit_queue_size", "SWITCHBOARD_AUDIT_QUEUE_SIZE", func(s *Settings) any { return &s.AuditQueueSize }, func(s *Settings) string {
+		return between(s.AuditQueueSize, 1, 10_000_000)
+	}},
+	{"audit_redact_pattern", "SWITCHBOARD_AUDIT_REDACT_PATTERN", func(s *Settings) any { return &s.AuditRedactPattern }, func(s *Settings) string {
+		if s.AuditRedactPattern == "" {
+			return "must not be empty: an empty pattern matches every key"
+		}
+		if _, err := regexp.Compile(s.AuditRedactPattern); err != nil {
+			return fmt.Sprintf("not a valid Go regexp: %v", err)
+		}
+		return ""
 	}},
 }
 
