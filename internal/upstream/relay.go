@@ -101,11 +101,14 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 	call func(context.Context, *mcp.ClientSession, mcp.Meta) (R, error)) (R, error, relayStep) {
 	var zero R
 	peer := info.peer
+	sent := false // whether the request may have reached the upstream
 	unavailable := func(cause error) error {
-		return s.unavailable(cause)
+		u := s.unavailable(cause)
+		u.Sent = sent
+		return u
 	}
 	failed := func(err error) error {
-		return &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, sess.redact.Error(err)), err: err}
+		return &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, sess.redact.Error(err)), err: err, sent: sent}
 	}
 
 	r, cs, lifetime := sess.router, sess.cs, sess.ctx
@@ -124,6 +127,7 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 		r, cs, lifetime = ps.router, ps.cs, ps.ctx
 	}
 	meta, end := r.begin(info, spec.meta, s.level(peer), usesNewProtocol(cs))
+	sent = true
 	res, err := runOn(ctx, lifetime, cs, meta, call)
 	end()
 	if ps != nil {
@@ -318,8 +322,9 @@ func prune(peers map[string]Peer) {
 // relayError is an upstream call's failure with its text redacted; the
 // original stays reachable for errors.Is and errors.As (e.g. *jsonrpc.Error).
 type relayError struct {
-	msg string
-	err error
+	msg  string
+	err  error
+	sent bool // the request may have reached the upstream
 }
 
 func (e *relayError) Error() string { return e.msg }

@@ -76,12 +76,17 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
@@ -334,6 +339,10 @@ type UnavailableError struct {
 	Server string
 	State  State
 	Reason string
+	// Sent reports that the request had been sent to the upstream when its
+	// session was lost: the upstream may have run it. False means the
+	// request never left the gateway, so retrying it is safe.
+	Sent bool
 
 	cause error // what made it unavailable, for errors.Is; its text may be unredacted
 }
@@ -344,6 +353,85 @@ func (e *UnavailableError) Error() string {
 		return fmt.Sprintf("server %q is %s", e.Server, e.State)
 	}
 	return fmt.Sprintf("server %q is %s: %s", e.Server, e.State, e.Reason)
+}
+
+// RequestSent reports whether err, returned by a routed call, may have
+// happened after the request reached the upstream: a lost session under the
+// call, or a failed exchange. It is false for errors that prove the request
+// never left the gateway (the server was not connected, its queue refused
+// it) and for errors that are not the upstream's.
+func RequestSent(err error) bool {
+	var u *UnavailableError
+	if errors.As(err, &u) {
+		return u.Sent
+	}
+	var r *relayError
+	if errors.As(err, &r) {
+		return r.sent && !rejectedUnsent(r.err)
+	}
+	return false
+}
+
+// codeRejected is the JSON-RPC code with which the go-sdk's HTTP client
+// transports mark a request refused before or without processing
+// (jsonrpc2.ErrRejected: a failed HTTP exchange, or a 429/5xx answer).
+const codeRejected = -32005
+
+// rejectedUnsent reports whether err is a transport rejection that proves
+// the upstream did not process the request: it could not be dialled, or it
+// answered 503 or 429. Other failed exchanges (a connection dropped after
+// the body was written, 500, 502, 504) may have run it.
+func rejectedUnsent(err error) bool {
+	if !isRejected(err) {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	msg := err.Error()
+	return strings.HasSuffix(msg, http.StatusText(http.StatusServiceUnavailable)) ||
+		strings.HasSuffix(msg, http.StatusText(http.StatusTooManyRequests))
+}
+
+func isRejected(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *jsonrpc.Error:
+		if e.Code == codeRejected {
+			return true
+		}
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return isRejected(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if isRejected(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Transient reports whether err, returned by a routed call, is a failure
+// that may pass if the call is tried again: the server was not connected or
+// is restarting, its session broke under the call, or an HTTP upstream's
+// exchange failed or answered 429/5xx. An answer of the upstream (a JSON-RPC
+// error, a tool result with isError) is not transient.
+func Transient(err error) bool {
+	var u *UnavailableError
+	if errors.As(err, &u) {
+		// A disconnected (or draining) server stays so until an operator
+		// acts: not something to wait out.
+		return u.State != StateDisconnected && !errors.Is(u.cause, context.Canceled)
+	}
+	if isRejected(err) {
+		return true
+	}
+	return errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // Unwrap exposes the underlying failure (a context error, mcp.ErrConnectionClosed, ...)
