@@ -79,10 +79,15 @@ type Options struct {
 	// the Nth tools/call, counted over all sessions of one server. Use the Exit
 	// field so tests can intercept it.
 	CrashAfter int
-	ExtraTools int            // register this many extra tools "tool_0001".."tool_NNNN" (for the 1,000-tool benchmark), each with a small object schema and a description; calling one echoes its args
-	Seed       int64          // RNG seed for ErrorRate (0 = time-based)
-	Exit       func(code int) // nil = os.Exit
-	Logger     *slog.Logger   // nil = discard; never gets tool arguments
+	ExtraTools int // register this many extra tools "tool_0001".."tool_NNNN" (for the 1,000-tool benchmark), each with a small object schema and a description; calling one echoes its args
+	// Writable adds the tool "write", which appends its text to an
+	// in-memory journal and returns the journal's length: a side-effecting
+	// tool (neither read-only nor idempotent) for the retry and approval
+	// tests. It is not among the BuiltinTools.
+	Writable bool
+	Seed     int64          // RNG seed for ErrorRate (0 = time-based)
+	Exit     func(code int) // nil = os.Exit
+	Logger   *slog.Logger   // nil = discard; never gets tool arguments
 }
 
 // Validate reports every invalid option at once. NewServer and Handler do
@@ -153,6 +158,9 @@ func NewServer(opts *Options) *mcp.Server {
 	s.AddReceivingMiddleware(newFaults(&o).middleware)
 	addTools(s)
 	addExtraTools(s, o.ExtraTools)
+	if o.Writable {
+		addWriteTool(s)
+	}
 	addResources(s)
 	addPrompts(s)
 	return s
@@ -416,6 +424,32 @@ func addTools(s *mcp.Server) {
 // registered by [Options.ExtraTools].
 func ExtraToolName(i int) string {
 	return fmt.Sprintf("tool_%04d", i)
+}
+
+// ToolWrite is the side-effecting tool of [Options.Writable].
+const ToolWrite = "write"
+
+// addWriteTool registers ToolWrite.
+func addWriteTool(s *mcp.Server) {
+	var mu sync.Mutex
+	var journal []string
+	type writeIn struct {
+		Text string `json:"text" jsonschema:"the text to append"`
+	}
+	type writeOut struct {
+		Entries int `json:"entries"`
+	}
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        ToolWrite,
+		Description: "Appends text to the demo server's in-memory journal and returns how many entries it holds. Not idempotent: each call adds an entry.",
+		Annotations: &mcp.ToolAnnotations{Title: "Write", ReadOnlyHint: false, IdempotentHint: false, DestructiveHint: ptr(false)},
+	}, func(_ context.Context, _ *mcp.CallToolRequest, in writeIn) (*mcp.CallToolResult, writeOut, error) {
+		mu.Lock()
+		journal = append(journal, in.Text)
+		n := len(journal)
+		mu.Unlock()
+		return nil, writeOut{Entries: n}, nil
+	})
 }
 
 // addExtraTools registers n synthetic tools. They are raw tools, like the
