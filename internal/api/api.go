@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
@@ -137,6 +139,26 @@ type Options struct {
 	MaxBodyBytes int64
 	// Events, if set, is streamed by GET /api/v1/events.
 	Events *telemetry.Bus
+
+	// The identity-aware surface: each nil field answers its routes with
+	// 501 not_configured, so a gateway without a store still serves the rest.
+	Keys      Keys
+	Policies  Policies
+	Audit     AuditLog
+	Breakers  BreakerLister
+	Stats     StatsSource
+	Registrar Registrar
+	// Visible reports whether the caller may see/call a tool; nil = everything visible.
+	// Hidden tools answer like unknown ones, so listings do not leak names.
+	Visible func(id authz.Identity, t catalog.Tool) bool
+	// Operation, if set, is told of every mutating admin call (for the audit log):
+	// op is "server.register", "key.create", "policy.grant", ... (see
+	// audit.Record.Operation); ctx carries the caller's identity.
+	Operation func(ctx context.Context, op, server, detail string, err error)
+	// ToolStatus, if set, supplies the version and enabled state of a tool
+	// for GET /api/v1/mcp/tools; nil = the version in the tool's _meta
+	// ("version") and enabled while its server is available.
+	ToolStatus func(t catalog.Tool) ToolStatus
 }
 
 type handler struct {
@@ -147,6 +169,16 @@ type handler struct {
 	ready   func() bool
 	maxBody int64
 	events  *telemetry.Bus
+
+	keys       Keys
+	policies   Policies
+	audit      AuditLog
+	breakers   BreakerLister
+	stats      StatsSource
+	registrar  Registrar
+	visible    func(id authz.Identity, t catalog.Tool) bool
+	operation  func(ctx context.Context, op, server, detail string, err error)
+	toolStatus func(t catalog.Tool) ToolStatus
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -164,7 +196,18 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
-	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events}
+	if o.Visible == nil {
+		o.Visible = func(authz.Identity, catalog.Tool) bool { return true }
+	}
+	if o.Operation == nil {
+		o.Operation = func(context.Context, string, string, string, error) {}
+	}
+	if o.ToolStatus == nil {
+		o.ToolStatus = defaultToolStatus
+	}
+	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
+		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
+		visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus}
 	return h.routes()
 }
 
@@ -182,6 +225,11 @@ func (h *handler) wrap(fn apiFunc) http.Handler {
 
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toError(err)
+	if e.RetryAfter > 0 {
+		// Whole seconds, rounded up: a client waiting the floor would be
+		// refused again.
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
+	}
 	if e.Status >= 500 {
 		h.logger.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
 	}

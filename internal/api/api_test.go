@@ -8,9 +8,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
@@ -60,7 +62,8 @@ func (f *fakeCaller) CallTool(_ context.Context, c invoke.Call) (*invoke.Result,
 	switch c.Name {
 	case "demo.echo", "echo":
 		return &invoke.Result{CallToolResult: &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hi"}}},
-			Tool: catalog.Tool{Name: "demo.echo", OriginalName: "echo", Server: "demo"}}, nil
+			Tool: catalog.Tool{Name: "demo.echo", OriginalName: "echo", Server: "demo"}, CorrelationID: c.CorrelationID,
+			Attempts: 2, ServedBy: "backup.echo", Decision: authz.Decision{Allow: true, Rule: "grant:g1", Revision: 7}}, nil
 	case "demo.down":
 		return nil, &invoke.Error{Code: invoke.CodeServerUnavailable, Server: "demo", Status: "ERROR",
 			Message: `server "demo" is ERROR: gone`, Err: &upstream.UnavailableError{Server: "demo", State: upstream.StateError}}
@@ -68,6 +71,25 @@ func (f *fakeCaller) CallTool(_ context.Context, c invoke.Call) (*invoke.Result,
 		return nil, &invoke.Error{Code: invoke.CodeTimeout, Server: "demo", Message: "timed out"}
 	case "demo.broken":
 		return nil, &invoke.Error{Code: invoke.CodeUpstream, Server: "demo", Message: "upstream said no", Err: errors.New("x")}
+	case "demo.fails":
+		return &invoke.Result{CallToolResult: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such file"}}},
+			Tool: catalog.Tool{Name: "demo.fails", OriginalName: "fails", Server: "demo"}, Attempts: 1, CorrelationID: "gen-1"}, nil
+	case "demo.limited":
+		return nil, &invoke.Error{Code: invoke.CodeRateLimited, Message: "rate limit spent", RetryAfter: 1500 * time.Millisecond}
+	case "demo.denied":
+		return nil, &invoke.Error{Code: invoke.CodeDenied, Message: "denied by default-deny"}
+	case "demo.open":
+		return nil, &invoke.Error{Code: invoke.CodeCircuitOpen, Server: "demo", Message: "circuit open", RetryAfter: 10 * time.Second}
+	case "demo.busy":
+		return nil, &invoke.Error{Code: invoke.CodeServerBusy, Server: "demo", Message: "server busy"}
+	case "demo.disabled":
+		return nil, &invoke.Error{Code: invoke.CodeToolDisabled, Message: "tool disabled"}
+	case "demo.dup":
+		return nil, &invoke.Error{Code: invoke.CodeIdempotencyConflict, Message: "key used with other arguments"}
+	case "demo.lost":
+		return nil, &invoke.Error{Code: invoke.CodeOutcomeUnknown, Server: "demo", Message: "connection lost", Attempts: 1}
+	case "demo.anon":
+		return nil, &invoke.Error{Code: invoke.CodeUnauthenticated, Message: "no identity"}
 	}
 	return nil, &invoke.Error{Code: invoke.CodeToolNotFound, Message: "unknown tool " + quote(c.Name)}
 }
@@ -75,7 +97,7 @@ func (f *fakeCaller) CallTool(_ context.Context, c invoke.Call) (*invoke.Result,
 func TestErrors(t *testing.T) {
 	servers := &fakeServers{}
 	caller := &fakeCaller{}
-	h := New(servers, catalog.New(nil), caller, &Options{MaxBodyBytes: 1024})
+	h := as(New(servers, catalog.New(nil), caller, &Options{MaxBodyBytes: 1024}), &adminID)
 	tests := []struct {
 		name, method, path, body string
 		status                   int
@@ -130,7 +152,7 @@ func TestErrors(t *testing.T) {
 // byte for byte, and the routing metadata comes back.
 func TestCallPassesArgumentsThrough(t *testing.T) {
 	caller := &fakeCaller{}
-	h := New(&fakeServers{}, catalog.New(nil), caller, nil)
+	h := as(New(&fakeServers{}, catalog.New(nil), caller, nil), &adminID)
 	args := `{"z": 1, "a": [true, null, "ü"], "nested": {"k": 1.50}}`
 	req := httptest.NewRequest("POST", "/api/v1/tools/call", strings.NewReader(`{"name":"demo.echo","arguments":`+args+`}`))
 	rec := httptest.NewRecorder()
@@ -151,7 +173,7 @@ func TestCallPassesArgumentsThrough(t *testing.T) {
 
 func TestRegisterMapsBody(t *testing.T) {
 	servers := &fakeServers{}
-	h := New(servers, catalog.New(nil), &fakeCaller{}, nil)
+	h := as(New(servers, catalog.New(nil), &fakeCaller{}, nil), &adminID)
 	body := `{"name":"gh","description":"d","transport_type":"SSE","auto_connect":false,
 		"connection_config":{"url":"https://example.com/sse","headers":{"Authorization":"Bearer ${TOKEN}"}},
 		"health_check_url":"https://example.com/health"}`

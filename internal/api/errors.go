@@ -3,7 +3,10 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strings"
+	"time"
 
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -21,6 +24,9 @@ type Error struct {
 	Code    string         `json:"code"`
 	Message string         `json:"message"`
 	Details map[string]any `json:"details,omitempty"`
+	// RetryAfter, when positive, is sent as the Retry-After header (whole
+	// seconds, rounded up) so clients back off as long as the gateway asks.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -34,16 +40,51 @@ const (
 	CodeNotFound         = "not_found"
 	CodeInternal         = "internal"
 	CodeMethodNotAllowed = "method_not_allowed"
+	// CodeUnauthenticated: the request reached the API without an identity.
+	CodeUnauthenticated = string(invoke.CodeUnauthenticated)
+	// CodeForbidden: the caller is authenticated but the route is not theirs
+	// (admin-only, or another agent's data).
+	CodeForbidden = "forbidden"
+	// CodeInvalid: a key, grant or token request the policy layer refused
+	// as malformed.
+	CodeInvalid = "invalid"
+	// CodeNotConfigured: the gateway runs without the component the route
+	// needs (no store for keys, no audit log, ...).
+	CodeNotConfigured = "not_configured"
 )
 
-// statusOf maps the shared call vocabulary to HTTP (seed 000's table).
+// statusOf maps the shared call vocabulary to HTTP (seed 000's table): the
+// one place a code gets its status.
 var statusOf = map[invoke.Code]int{
-	invoke.CodeInvalidArgument:   http.StatusBadRequest,
-	invoke.CodeToolNotFound:      http.StatusNotFound,
-	invoke.CodeServerUnavailable: http.StatusServiceUnavailable,
-	invoke.CodeTimeout:           http.StatusGatewayTimeout,
-	invoke.CodeUpstream:          http.StatusInternalServerError,
-	invoke.CodeCanceled:          499, // client closed request (nginx convention)
+	invoke.CodeInvalidArgument:     http.StatusBadRequest,
+	invoke.CodeToolNotFound:        http.StatusNotFound,
+	invoke.CodeServerUnavailable:   http.StatusServiceUnavailable,
+	invoke.CodeTimeout:             http.StatusGatewayTimeout,
+	invoke.CodeUpstream:            http.StatusInternalServerError,
+	invoke.CodeCanceled:            499, // client closed request (nginx convention)
+	invoke.CodeUnauthenticated:     http.StatusUnauthorized,
+	invoke.CodeDenied:              http.StatusForbidden,
+	invoke.CodeRateLimited:         http.StatusTooManyRequests,
+	invoke.CodeCircuitOpen:         http.StatusServiceUnavailable,
+	invoke.CodeServerBusy:          http.StatusServiceUnavailable,
+	invoke.CodeToolDisabled:        http.StatusConflict,
+	invoke.CodeIdempotencyConflict: http.StatusConflict,
+	invoke.CodeOutcomeUnknown:      http.StatusBadGateway,
+}
+
+// sentinels maps the dependencies' sentinel errors (matched with errors.Is,
+// in order) to a status and code.
+var sentinels = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{upstream.ErrNotFound, http.StatusNotFound, CodeServerNotFound},
+	{store.ErrNotFound, http.StatusNotFound, CodeNotFound},
+	{authz.ErrNotFound, http.StatusNotFound, CodeNotFound},
+	{authz.ErrInvalid, http.StatusBadRequest, CodeInvalid},
+	{store.ErrConflict, http.StatusConflict, CodeConflict},
+	{upstream.ErrExists, http.StatusConflict, CodeConflict},
 }
 
 // toError classifies any error returned by a handler's dependencies.
@@ -57,17 +98,7 @@ func toError(err error) *Error {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ie):
-		e := &Error{Status: statusOf[ie.Code], Code: string(ie.Code), Message: ie.Message}
-		if e.Status == 0 {
-			e.Status = http.StatusInternalServerError
-		}
-		if ie.Server != "" {
-			e.Details = map[string]any{"server": ie.Server}
-			if ie.Status != "" {
-				e.Details["status"] = ie.Status
-			}
-		}
-		return e
+		return invokeError(ie)
 	case errors.As(err, &unavail):
 		return &Error{Status: http.StatusServiceUnavailable, Code: string(invoke.CodeServerUnavailable),
 			Message: unavail.Error(), Details: map[string]any{"server": unavail.Server, "status": string(unavail.State)}}
@@ -75,13 +106,41 @@ func toError(err error) *Error {
 		return validationError(cerrs)
 	case errors.As(err, &cerr):
 		return validationError(config.Errors{cerr})
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, upstream.ErrNotFound):
-		return &Error{Status: http.StatusNotFound, Code: CodeServerNotFound, Message: err.Error()}
-	case errors.Is(err, store.ErrConflict), errors.Is(err, upstream.ErrExists):
-		return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: err.Error()}
-	default:
-		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return &Error{Status: s.status, Code: s.code, Message: err.Error()}
+		}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+}
+
+func invokeError(ie *invoke.Error) *Error {
+	e := &Error{Status: statusOf[ie.Code], Code: string(ie.Code), Message: ie.Message}
+	if e.Status == 0 {
+		e.Status = http.StatusInternalServerError
+	}
+	if ie.Code == invoke.CodeOutcomeUnknown && !strings.Contains(ie.Message, "may have run") {
+		// The one failure a client must not blindly retry: say so even if
+		// the pipeline's message does not.
+		e.Message += " (the call may have run on the upstream; it was not retried)"
+	}
+	if ie.Code == invoke.CodeRateLimited || ie.Code == invoke.CodeCircuitOpen {
+		e.RetryAfter = ie.RetryAfter
+	}
+	if ie.Server != "" {
+		e.Details = map[string]any{"server": ie.Server}
+		if ie.Status != "" {
+			e.Details["status"] = ie.Status
+		}
+	}
+	if ie.Attempts > 0 {
+		if e.Details == nil {
+			e.Details = map[string]any{}
+		}
+		e.Details["attempts"] = ie.Attempts
+	}
+	return e
 }
 
 func validationError(errs config.Errors) *Error {
@@ -91,4 +150,20 @@ func validationError(errs config.Errors) *Error {
 	}
 	return &Error{Status: http.StatusUnprocessableEntity, Code: CodeValidation,
 		Message: errs.Error(), Details: map[string]any{"fields": fields}}
+}
+
+// badParam is a 400 naming the query parameter at fault, so a client can
+// tell which of several filters it got wrong.
+func badParam(name, msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: name + ": " + msg,
+		Details: map[string]any{"parameter": name}}
+}
+
+// badRequest is a 400 about the request body.
+func badRequest(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: msg}
+}
+
+func notConfigured(what string) *Error {
+	return &Error{Status: http.StatusNotImplemented, Code: CodeNotConfigured, Message: what + " are not configured on this gateway"}
 }

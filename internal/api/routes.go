@@ -2,27 +2,51 @@ package api
 
 import "net/http"
 
-// routes lists the whole REST surface.
+// routes lists the whole REST surface. The app authenticates every request
+// but healthz and readyz before it gets here; authed and admin decide
+// whether the caller may use the route (401 without an identity, 403 for a
+// non-admin on an admin route).
 func (h *handler) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /healthz", h.wrap(h.healthz))
 	mux.Handle("GET /readyz", h.wrap(h.readyz))
 
-	mux.Handle("GET /api/v1/aggregator/servers", h.wrap(h.listServers))
-	mux.Handle("POST /api/v1/aggregator/servers", h.wrap(h.registerServer))
-	mux.Handle("GET /api/v1/aggregator/servers/{id}", h.wrap(h.getServer))
-	mux.Handle("DELETE /api/v1/aggregator/servers/{id}", h.wrap(h.removeServer))
-	mux.Handle("PATCH /api/v1/aggregator/servers/{id}", h.wrap(h.patchServer))
-	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.wrap(h.connectServer))
-	mux.Handle("POST /api/v1/aggregator/servers/{id}/disconnect", h.wrap(h.disconnectServer))
-	mux.Handle("POST /api/v1/aggregator/servers/{id}/discover", h.wrap(h.discoverServer))
-	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.wrap(h.serverHistory))
-	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.wrap(h.serverCapabilities))
+	mux.Handle("GET /api/v1/aggregator/servers", h.authed(h.listServers))
+	mux.Handle("POST /api/v1/aggregator/servers", h.admin(h.registerServer))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}", h.authed(h.getServer))
+	mux.Handle("DELETE /api/v1/aggregator/servers/{id}", h.admin(h.removeServer))
+	mux.Handle("PATCH /api/v1/aggregator/servers/{id}", h.admin(h.patchServer))
+	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.admin(h.connectServer))
+	mux.Handle("POST /api/v1/aggregator/servers/{id}/disconnect", h.admin(h.disconnectServer))
+	mux.Handle("POST /api/v1/aggregator/servers/{id}/discover", h.admin(h.discoverServer))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.authed(h.serverHistory))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.authed(h.serverCapabilities))
 
-	mux.Handle("GET /api/v1/events", h.wrap(h.streamEvents))
-	mux.Handle("GET /api/v1/tools", h.wrap(h.listTools))
-	mux.Handle("GET /api/v1/tools/{name}", h.wrap(h.getTool))
-	mux.Handle("POST /api/v1/tools/call", h.wrap(h.callTool))
+	mux.Handle("GET /api/v1/events", h.admin(h.streamEvents))
+	// Tool listings are filtered per caller (Options.Visible).
+	mux.Handle("GET /api/v1/tools", h.authed(h.listTools))
+	mux.Handle("GET /api/v1/tools/{name}", h.authed(h.getTool))
+	mux.Handle("POST /api/v1/tools/call", h.authed(h.callTool))
+
+	mux.Handle("POST /api/v1/keys", h.admin(h.createKey))
+	mux.Handle("GET /api/v1/keys", h.admin(h.listKeys))
+	mux.Handle("DELETE /api/v1/keys/{id}", h.admin(h.revokeKey))
+
+	// Seed 000's surface.
+	mux.Handle("POST /api/v1/mcp/register", h.admin(h.registerManifest))
+	mux.Handle("GET /api/v1/mcp/tools", h.authed(h.listMCPTools))
+	mux.Handle("GET /api/v1/mcp/tools/{server_id}/{tool_name}", h.authed(h.getMCPTool))
+	mux.Handle("POST /api/v1/mcp/invoke", h.authed(h.invokeTool))
+	mux.Handle("POST /api/v1/mcp/policies/grant", h.admin(h.grant))
+	mux.Handle("DELETE /api/v1/mcp/policies/grant/{id}", h.admin(h.revokeGrant))
+	mux.Handle("GET /api/v1/mcp/policies", h.admin(h.allGrants))
+	// An agent may read its own grants; agentGrants checks.
+	mux.Handle("GET /api/v1/mcp/policies/{agent_id}", h.authed(h.agentGrants))
+	mux.Handle("POST /api/v1/mcp/tokens", h.admin(h.issueToken))
+	mux.Handle("DELETE /api/v1/mcp/tokens/{id}", h.admin(h.revokeToken))
+	mux.Handle("GET /api/v1/mcp/circuit-breakers", h.admin(h.listBreakers))
+	mux.Handle("GET /api/v1/mcp/metrics", h.admin(h.metrics))
+	mux.Handle("GET /api/v1/audit", h.admin(h.queryAudit))
 
 	// Anything else under /api/ answers in the API's error shape rather
 	// than the mux's plain-text 404.

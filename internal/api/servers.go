@@ -92,7 +92,7 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 	autoConnect := req.AutoConnect == nil || *req.AutoConnect
 	def.AutoStart = &autoConnect
 	s, err := h.servers.Register(r.Context(), def, autoConnect)
-	if err != nil {
+	if err := h.op(r.Context(), "server.register", req.Name, "transport "+def.Transport, err); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, s)
@@ -100,7 +100,8 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) removeServer(w http.ResponseWriter, r *http.Request) error {
-	if err := h.servers.Remove(r.Context(), r.PathValue("id")); err != nil {
+	id := r.PathValue("id")
+	if err := h.op(r.Context(), "server.remove", id, "", h.servers.Remove(r.Context(), id)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -112,7 +113,7 @@ func (h *handler) removeServer(w http.ResponseWriter, r *http.Request) error {
 func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
 	wait, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
 	s, err := h.servers.Connect(r.Context(), r.PathValue("id"), wait)
-	if err != nil {
+	if err := h.op(r.Context(), "server.connect", r.PathValue("id"), "", err); err != nil {
 		return err
 	}
 	status := http.StatusAccepted
@@ -127,7 +128,7 @@ func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
 
 func (h *handler) disconnectServer(w http.ResponseWriter, r *http.Request) error {
 	s, pending, err := h.servers.Disconnect(r.Context(), r.PathValue("id"))
-	if err != nil {
+	if err := h.op(r.Context(), "server.disconnect", r.PathValue("id"), "", err); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": s.Status, "pending_requests": pending, "server": s})
@@ -136,7 +137,7 @@ func (h *handler) disconnectServer(w http.ResponseWriter, r *http.Request) error
 
 func (h *handler) discoverServer(w http.ResponseWriter, r *http.Request) error {
 	s, err := h.servers.Discover(r.Context(), r.PathValue("id"))
-	if err != nil {
+	if err := h.op(r.Context(), "server.discover", r.PathValue("id"), "", err); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, s)
@@ -186,7 +187,7 @@ func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name is required (the only field that can be changed)"}
 	}
 	s, err := h.servers.Rename(r.Context(), r.PathValue("id"), req.Name)
-	if err != nil {
+	if err := h.op(r.Context(), "server.rename", r.PathValue("id"), "new name "+quote(req.Name), err); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, s)

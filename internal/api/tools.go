@@ -54,6 +54,7 @@ func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
 		}
 		byName = map[string]Server{s.Name: s}
 	}
+	id, _ := caller(r.Context())
 	snap := h.cat.Snapshot()
 	tools := []Tool{}
 	groups := []ServerGroup{}
@@ -64,11 +65,18 @@ func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
 		}
 		g := ServerGroup{ServerID: s.ID, ServerName: s.Name, Status: s.Status, Tools: []string{}}
 		for _, t := range snap.ServerTools(name) {
+			if !h.visible(id, t) {
+				continue
+			}
 			tools = append(tools, toolView(t, s))
 			g.Tools = append(g.Tools, t.Name)
 		}
-		for _, rj := range snap.Rejected(name) {
-			g.Rejected = append(g.Rejected, RejectedTool{Name: rj.OriginalName, Kind: string(rj.Kind), Reason: rj.Reason})
+		if id.Admin {
+			// What an upstream offered and the catalog refused is for
+			// operators; agents see only what they may call.
+			for _, rj := range snap.Rejected(name) {
+				g.Rejected = append(g.Rejected, RejectedTool{Name: rj.OriginalName, Kind: string(rj.Kind), Reason: rj.Reason})
+			}
 		}
 		g.ToolCount = len(g.Tools)
 		groups = append(groups, g)
@@ -79,8 +87,11 @@ func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
 
 func (h *handler) getTool(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	id, _ := caller(r.Context())
 	t, ok := h.cat.Snapshot().Tool(name)
-	if !ok {
+	if !ok || !h.visible(id, t) {
+		// A hidden tool answers exactly like an unknown one, so that
+		// probing names learns nothing.
 		return &Error{Status: http.StatusNotFound, Code: string(invoke.CodeToolNotFound), Message: "unknown tool " + quote(name)}
 	}
 	s, err := h.servers.Get(r.Context(), t.Server)
@@ -112,11 +123,18 @@ func toolView(t catalog.Tool, s Server) Tool {
 }
 
 // callRequest is the body of POST /api/v1/tools/call (AG-US4).
+// IdempotencyKey and ApprovalToken may also come as the Idempotency-Key and
+// X-Approval-Token headers.
 type callRequest struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	ServerID  string          `json:"server_id"`
-	Meta      mcp.Meta        `json:"_meta"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	ServerID       string          `json:"server_id"`
+	Meta           mcp.Meta        `json:"_meta"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	ApprovalToken  string          `json:"approval_token"`
+	CorrelationID  string          `json:"correlation_id"`
+	TicketID       string          `json:"ticket_id"`
+	TaskID         string          `json:"task_id"`
 }
 
 // callResponse is the upstream's result, unchanged, plus routing metadata.
@@ -134,6 +152,10 @@ type callMetadata struct {
 	OriginalName    string  `json:"original_name"`
 	RoutingTimeMS   float64 `json:"routing_time_ms"`
 	ExecutionTimeMS float64 `json:"execution_time_ms"`
+	CorrelationID   string  `json:"correlation_id,omitempty"`
+	Attempts        int     `json:"attempts,omitempty"`
+	ServedBy        string  `json:"served_by,omitempty"`
+	Replayed        bool    `json:"replayed,omitempty"`
 }
 
 func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
@@ -148,7 +170,16 @@ func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
 		strings.TrimSpace(string(req.Arguments)) != "null" {
 		return &Error{Status: http.StatusBadRequest, Code: string(invoke.CodeInvalidArgument), Message: "arguments must be a JSON object"}
 	}
-	call := invoke.Call{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta}
+	if err := fromHeader(r, &req.IdempotencyKey, "idempotency_key", "Idempotency-Key"); err != nil {
+		return err
+	}
+	if err := fromHeader(r, &req.ApprovalToken, "approval_token", "X-Approval-Token"); err != nil {
+		return err
+	}
+	id, _ := caller(r.Context())
+	call := invoke.Call{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta, Identity: id,
+		CorrelationID: req.CorrelationID, IdempotencyKey: req.IdempotencyKey, ApprovalToken: req.ApprovalToken,
+		TicketID: req.TicketID, TaskID: req.TaskID}
 	if strings.TrimSpace(string(req.Arguments)) == "null" {
 		call.Arguments = nil
 	}
@@ -178,6 +209,10 @@ func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
 			OriginalName:    res.Tool.OriginalName,
 			RoutingTimeMS:   ms(res.RoutingTime.Seconds()),
 			ExecutionTimeMS: ms(res.ExecutionTime.Seconds()),
+			CorrelationID:   res.CorrelationID,
+			Attempts:        res.Attempts,
+			ServedBy:        res.ServedBy,
+			Replayed:        res.Replayed,
 		},
 	})
 	return nil

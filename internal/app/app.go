@@ -18,7 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
@@ -38,6 +38,9 @@ type Options struct {
 	Version string
 	// SelfExecutable runs config.SelfCommand; default os.Executable().
 	SelfExecutable string
+	// NoListener says the gateway serves no network listener (stdio), so
+	// the listen address does not decide the authentication mode.
+	NoListener bool
 }
 
 // App is a running gateway. Build it with [New]; [App.Start] connects the
@@ -54,6 +57,7 @@ type App struct {
 	metrics *telemetry.Metrics
 	events  *telemetry.Bus
 	reg     *registry
+	sec     *security
 	cancel  context.CancelFunc
 	ready   atomic.Bool
 	start   []string
@@ -110,10 +114,25 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	uo.ApplySettings(s)
 	a.ups = upstream.NewManager(uo)
 	a.reg.ups = a.ups
+	if a.sec, err = newSecurity(ctx, a, cfg, o); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	a.reg.onChange = a.policyChanged
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
-		Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
-		Logger:  o.Logger,
-		Observe: a.metrics.Call,
+		Timeout:     time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
+		Retry:       retryPolicy(s),
+		Fallbacks:   cfg.Fallbacks,
+		Logger:      o.Logger,
+		Authorizer:  a.sec.engine,
+		Recorder:    a.sec.recorder,
+		Redactor:    a.sec.redactor,
+		Limiter:     a.sec.limiter,
+		Bulkhead:    a.sec.bulk,
+		Breakers:    a.sec.breakers,
+		Idempotency: a.sec.idem,
+		RetryBudget: a.sec.budget,
+		OnCall:      a.onCall,
 	})
 	a.front = front.New(a.cat, a.pipe, &front.Options{
 		Logger:         o.Logger,
@@ -121,6 +140,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
 			"namespaced by server: <server>" + s.ToolNameSeparator + "<name>.",
 		WithPeer: withPeer,
+		Visible:  a.sec.visible,
 	})
 	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
 	a.fronts = newFrontSet(func(server string) *front.Front {
@@ -129,6 +149,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: o.Version},
 			Server:         server,
 			WithPeer:       withPeer,
+			Visible:        a.sec.visible,
 		})
 	})
 	start, err := a.reg.load(ctx, cfg)
@@ -163,12 +184,17 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // Handler serves the MCP front (/mcp, /sse) and the REST API.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", a.front.StreamableHandler(nil))
-	mux.Handle("/sse", a.front.SSEHandler(nil))
-	mux.Handle("/servers/{name}/mcp", a.fronts.handler(a.reg, (*front.Front).StreamableHandler))
-	mux.Handle("/servers/{name}/sse", a.fronts.handler(a.reg, (*front.Front).SSEHandler))
-	mux.Handle("GET /metrics", a.metrics.Handler())
-	mux.Handle("/", api.New(a.reg, a.cat, a.pipe, &api.Options{Logger: a.logger, Ready: a.Ready, Events: a.events}))
+	authn := a.authenticate
+	mux.Handle("/mcp", authn(a.front.StreamableHandler(nil)))
+	mux.Handle("/sse", authn(a.front.SSEHandler(nil)))
+	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, (*front.Front).StreamableHandler)))
+	mux.Handle("/servers/{name}/sse", authn(a.fronts.handler(a.reg, (*front.Front).SSEHandler)))
+	mux.Handle("GET /metrics", authn(a.metrics.Handler()))
+	apiHandler := a.apiHandler()
+	// Probes stay open: load balancers and kubelets carry no credentials.
+	mux.Handle("GET /healthz", apiHandler)
+	mux.Handle("GET /readyz", apiHandler)
+	mux.Handle("/", authn(apiHandler))
 	return mux
 }
 
@@ -207,7 +233,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // RunStdio serves one MCP client over stdin/stdout until ctx is done or the
 // client disconnects.
 func (a *App) RunStdio(ctx context.Context) error {
-	return a.front.RunStdio(ctx)
+	// Whoever can start the stdio gateway can read its config: the session
+	// acts as the local admin.
+	return a.front.RunStdio(authz.WithIdentity(ctx, authz.LocalAdmin()))
 }
 
 // Close stops the upstreams (and their processes), then the store.
@@ -227,6 +255,10 @@ func (a *App) Close(ctx context.Context) {
 			a.logger.Warn("closing upstreams", "error", err)
 		}
 	}
+	// After the upstreams: calls finishing during their shutdown are still
+	// audited.
+	a.sec.close(ctx)
+	a.sec = nil
 	if a.reg != nil {
 		a.reg.close()
 	}
@@ -264,7 +296,12 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) error {
 // stdin/stdout, with its upstreams started before the client is served so
 // its first tools/list is complete.
 func RunStdio(ctx context.Context, cfg *config.Config, opts *Options) error {
-	a, err := New(ctx, cfg, opts)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.NoListener = true
+	a, err := New(ctx, cfg, &o)
 	if err != nil {
 		return err
 	}

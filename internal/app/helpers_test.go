@@ -273,3 +273,19 @@ func waitPort(t *testing.T, port int) {
 		return err == nil
 	})
 }
+
+// newAppErr builds (and closes) a gateway from yaml, returning app.New's
+// error.
+func newAppErr(t *testing.T, yaml string) (*app.App, error) {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(yaml), os.Getenv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	cfg.Settings.Store = filepath.Join(t.TempDir(), "switchboard.db")
+	a, err := app.New(t.Context(), cfg, &app.Options{SelfExecutable: os.Args[0], Getenv: func(string) string { return "" }})
+	if err == nil {
+		t.Cleanup(func() { a.Close(context.Background()) })
+	}
+	return a, err
+}

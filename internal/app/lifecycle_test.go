@@ -125,7 +125,7 @@ func TestChaos(t *testing.T) {
 		t.Skip("2,000 calls with kills")
 	}
 	yaml := "servers:" + demoServer("steady") + demoServer("victim1") + demoServer("victim2") +
-		"settings:\n  restart_backoff_initial_ms: 50\n  restart_backoff_max_ms: 500\n  max_restart_attempts: 1000\n"
+		"settings:\n  restart_backoff_initial_ms: 50\n  restart_backoff_max_ms: 500\n  max_restart_attempts: 1000\n  retry_base_ms: 20\n  retry_max_delay_ms: 100\n"
 	g := startGateway(t, yaml, nil)
 	cs := g.connect(t, "/mcp")
 
@@ -249,7 +249,7 @@ func TestStatusEvents(t *testing.T) {
 					Type string         `json:"type"`
 					Data map[string]any `json:"data"`
 				}
-				if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "server.status" {
+				if json.Unmarshal([]byte(data), &ev) == nil && ev.Type == "server.status_changed" {
 					seen = append(seen, fmt.Sprint(ev.Data["to"]))
 				}
 			}

@@ -65,6 +65,9 @@ type registry struct {
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
+	// onChange is told that the set of servers or their definitions
+	// changed (the authorization policy follows their default_access).
+	onChange func()
 
 	ctx context.Context // cancelled on close; background connects use it
 	wg  sync.WaitGroup  // background connects
@@ -80,7 +83,7 @@ func newRegistry(ctx context.Context, db *store.DB, cat *catalog.Catalog, logger
 // onTransition persists a status change and flips the availability of the
 // server's catalog items.
 func (r *registry) onTransition(t upstream.Transition) {
-	r.events.Publish("server.status", map[string]any{"server": t.Server, "from": t.From, "to": t.To, "error": t.Error, "at": t.At})
+	r.events.Publish("server.status_changed", map[string]any{"server": t.Server, "from": t.From, "to": t.To, "error": t.Error, "at": t.At})
 	// A server started on demand is DISCONNECTED yet callable: its tools
 	// stay listed, and the first call starts it.
 	r.cat.SetAvailable(t.Server, t.Callable)
@@ -114,6 +117,7 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 		return
 	}
 	st, _ := r.ups.Status(d.Server)
+	before := r.cat.Snapshot().ServerTools(d.Server)
 	rejected, err := r.cat.Set(catalog.Entry{
 		Server:    d.Server,
 		Prefix:    rec.def.Prefix,
@@ -132,6 +136,15 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 	}
 	for _, rj := range rejected {
 		r.logger.Warn("item rejected", "server", d.Server, "kind", rj.Kind, "name", rj.OriginalName, "reason", rj.Reason)
+	}
+	known := make(map[string]bool, len(before))
+	for _, t := range before {
+		known[t.Name] = true
+	}
+	for _, t := range r.cat.Snapshot().ServerTools(d.Server) {
+		if !known[t.Name] {
+			r.events.Publish("tool.registered", map[string]any{"server": d.Server, "tool": t.Name, "original_name": t.OriginalName})
+		}
 	}
 	r.events.Publish("server.discovered", map[string]any{"server": d.Server,
 		"tools": len(r.cat.Snapshot().ServerTools(d.Server)), "rejected": len(rejected),
@@ -360,6 +373,7 @@ func (r *registry) forget(ctx context.Context, rec *record) error {
 	r.mu.Lock()
 	delete(r.servers, rec.def.Name)
 	r.mu.Unlock()
+	r.changed()
 	if r.onRemove != nil {
 		r.onRemove(rec.def.Name)
 	}
@@ -382,6 +396,7 @@ func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server
 	r.mu.Lock()
 	r.servers[rec.def.Name] = rec
 	r.mu.Unlock()
+	r.changed()
 	rows, err := r.db.ListTools(ctx, rec.id)
 	if err != nil {
 		r.logger.Warn("loading last known tools", "server", rec.def.Name, "error", err)
@@ -403,6 +418,42 @@ func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server
 		}
 	}
 	return nil
+}
+
+// changed tells onChange that the servers changed.
+func (r *registry) changed() {
+	if r.onChange != nil {
+		r.onChange()
+	}
+}
+
+// serverForPrefix is the server whose tools are namespaced with prefix
+// (its name unless it sets another prefix); prefix itself when none is.
+func (r *registry) serverForPrefix(prefix string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if _, ok := r.servers[prefix]; ok {
+		return prefix
+	}
+	for name, rec := range r.servers {
+		if rec.def.Prefix != nil && *rec.def.Prefix == prefix {
+			return name
+		}
+	}
+	return prefix
+}
+
+// defaultAccess is every server's default_access ("allow" or "deny").
+func (r *registry) defaultAccess() map[string]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	m := make(map[string]string, len(r.servers))
+	for name, rec := range r.servers {
+		if rec.def.DefaultAccess != "" {
+			m[name] = rec.def.DefaultAccess
+		}
+	}
+	return m
 }
 
 // expand resolves ${VAR} references of a copy of def; def keeps them.
@@ -496,7 +547,7 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 		return api.Server{}, err
 	}
 	v := r.view(rec, r.cat.Snapshot())
-	r.events.Publish("server.added", map[string]any{"server": def.Name, "id": rec.id})
+	r.events.Publish("server.registered", map[string]any{"server": def.Name, "id": rec.id})
 	if autoConnect {
 		r.connectInBackground(def.Name)
 		v.Status = string(upstream.StateConnecting)

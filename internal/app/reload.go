@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
 )
 
 // Reload reads the config file again and applies the difference in servers
@@ -30,6 +32,9 @@ func (a *App) Reload(ctx context.Context) error {
 	}
 	// Flags given at start still win over the file.
 	next.Settings.Listen, next.Settings.Store = a.cfg.Settings.Listen, a.cfg.Settings.Store
+	if !reflect.DeepEqual(next.Auth, a.cfg.Auth) {
+		a.logger.Warn("config reload: the auth section changed; it takes effect at the next start", "file", a.cfg.File)
+	}
 	if next.Settings != a.cfg.Settings {
 		a.logger.Warn("config reload: changed settings take effect at the next start", "file", a.cfg.File)
 	}
@@ -38,7 +43,13 @@ func (a *App) Reload(ctx context.Context) error {
 		a.logger.Error("config reload failed part way", "file", a.cfg.File, "error", err)
 		return err
 	}
-	a.cfg = &config.Config{File: a.cfg.File, Servers: next.Servers, Settings: a.cfg.Settings}
+	// Authorization policy and fallbacks apply at once; authentication and
+	// settings at the next start (logged above).
+	a.cfg = &config.Config{File: a.cfg.File, Servers: next.Servers, Settings: a.cfg.Settings,
+		Auth: a.cfg.Auth, Authz: next.Authz, Fallbacks: next.Fallbacks, Pos: next.Pos}
+	a.policyChanged()
+	s := a.cfg.Settings
+	a.pipe.Retune(invoke.Tuning{Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond, Retry: retryPolicy(s), Fallbacks: next.Fallbacks})
 	for _, name := range start {
 		a.reg.connectInBackground(name)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 )
@@ -54,7 +55,25 @@ type Options struct {
 	// forwarded request, so the upstream side can relay what belongs to it.
 	// nil: nothing is attached.
 	WithPeer func(ctx context.Context, p *Peer) context.Context
+	// Visible reports whether a caller may see a tool in tools/list; nil
+	// shows every tool. Calls are authorized by the pipeline either way.
+	Visible func(id authz.Identity, t catalog.Tool) bool
 }
+
+// Keys of a tools/call's _meta that the gateway reads and removes before
+// forwarding: they are for the gateway, not the upstream (an approval
+// token must never reach a third-party server).
+const (
+	MetaIdempotencyKey = "switchboard/idempotency-key"
+	MetaApprovalToken  = "switchboard/approval-token"
+	MetaCorrelationID  = "switchboard/correlation-id"
+	MetaTicketID       = "switchboard/ticket-id"
+	MetaTaskID         = "switchboard/task-id"
+)
+
+// IdentityExtraKey is the auth.TokenInfo.Extra key under which the HTTP
+// front door leaves the caller's authz.Identity.
+const IdentityExtraKey = "switchboard/identity"
 
 // ProtocolVersions are the MCP versions the front speaks: every version of
 // the SDK up to 2025-11-25. The stateless 2026-07-28 protocol moves sampling
@@ -87,6 +106,7 @@ type Front struct {
 	server   *mcp.Server
 	scope    string // Options.Server
 	withPeer func(context.Context, *Peer) context.Context
+	visible  func(authz.Identity, catalog.Tool) bool
 	peers    peerSet
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
@@ -119,6 +139,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		logger:    o.Logger,
 		scope:     o.Server,
 		withPeer:  o.WithPeer,
+		visible:   o.Visible,
 		peers:     peerSet{m: map[*mcp.ServerSession]*Peer{}},
 		tools:     map[string]string{},
 		resources: map[string]string{},
@@ -364,6 +385,14 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			return res, err
+		case "tools/list":
+			res, err := next(ctx, method, req)
+			if err == nil && f.visible != nil {
+				if lr, ok := res.(*mcp.ListToolsResult); ok {
+					res = f.filterTools(callerIdentity(ctx, req), lr)
+				}
+			}
+			return res, err
 		case "tools/call":
 		default:
 			return next(ctx, method, req)
@@ -404,7 +433,8 @@ func (f *Front) peerCtx(ctx context.Context, ss *mcp.ServerSession) context.Cont
 // read them and react) carrying a stable code in _meta; protocol errors the
 // upstream itself returned are relayed as they are.
 func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	call := invoke.Call{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: req.Params.Meta}
+	call := invoke.Call{Name: req.Params.Name, Arguments: req.Params.Arguments, Identity: callerIdentity(ctx, req)}
+	call.Meta = gatewayMeta(req.Params.Meta, &call)
 	if f.scope != "" {
 		call.Server = f.scope
 	}
@@ -435,6 +465,60 @@ func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		Content: []mcp.Content{&mcp.TextContent{Text: ie.Message}},
 		Meta:    mcp.Meta{ErrorMetaKey: detail},
 	}, nil
+}
+
+// filterTools returns lr without the tools id may not see.
+func (f *Front) filterTools(id authz.Identity, lr *mcp.ListToolsResult) *mcp.ListToolsResult {
+	out := *lr
+	out.Tools = make([]*mcp.Tool, 0, len(lr.Tools))
+	for _, t := range lr.Tools {
+		if ct, ok := f.lookup(t.Name); ok && f.visible(id, ct) {
+			out.Tools = append(out.Tools, t)
+		}
+	}
+	return &out
+}
+
+// callerIdentity is who sent req: the identity the HTTP front door
+// verified for this very request if there is one, else the identity the
+// session was created with (its ctx carries it), else none.
+func callerIdentity(ctx context.Context, req mcp.Request) authz.Identity {
+	if req != nil {
+		if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+			if id, ok := ex.TokenInfo.Extra[IdentityExtraKey].(authz.Identity); ok {
+				return id
+			}
+		}
+	}
+	id, _ := authz.IdentityFrom(ctx)
+	return id
+}
+
+// gatewayMeta copies the gateway's own _meta keys into c and returns the
+// _meta to forward, without them.
+func gatewayMeta(meta mcp.Meta, c *invoke.Call) mcp.Meta {
+	var fwd mcp.Meta
+	for k, v := range meta {
+		s, _ := v.(string)
+		switch k {
+		case MetaIdempotencyKey:
+			c.IdempotencyKey = s
+		case MetaApprovalToken:
+			c.ApprovalToken = s
+		case MetaCorrelationID:
+			c.CorrelationID = s
+		case MetaTicketID:
+			c.TicketID = s
+		case MetaTaskID:
+			c.TaskID = s
+		default:
+			if fwd == nil {
+				fwd = make(mcp.Meta, len(meta))
+			}
+			fwd[k] = v
+		}
+	}
+	return fwd
 }
 
 func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

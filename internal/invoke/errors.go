@@ -56,6 +56,10 @@ type Error struct {
 	// Attempts is how many times the upstream was tried before the error.
 	Attempts int
 	Err      error
+
+	// exhausted marks a transient failure that retries could not fix, which
+	// fallbacks may then cover.
+	exhausted bool
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -1,9 +1,8 @@
 // Package invoke is the call pipeline every tool call passes through, whether
-// it arrives on the MCP front or the REST API: resolve the namespaced name,
-// apply the invocation timeout, route to the upstream, classify failures.
-//
-// Later stages (authorization, circuit breaker, retry, fallback, audit,
-// metrics) slot into [Pipeline.CallTool] in the order documented there.
+// it arrives on the MCP front or the REST API: resolve, authorize, rate
+// limit, idempotency, bulkhead, circuit breaker, retry with timeout,
+// fallback, then audit, metrics and events — in the order documented on
+// [Pipeline.CallTool].
 package invoke
 
 import (
@@ -11,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -33,25 +34,79 @@ type Upstreams interface {
 	SetLoggingLevel(ctx context.Context, server string, params *mcp.SetLoggingLevelParams) error
 }
 
-// Options configure a Pipeline. nil means defaults.
+// Options configure a Pipeline. nil means defaults; a nil collaborator
+// disables its stage.
 type Options struct {
-	// Timeout bounds one call end to end (MCP_INVOCATION_TIMEOUT_MS);
-	// default 30s.
+	// Timeout bounds one call end to end, retries included
+	// (MCP_INVOCATION_TIMEOUT_MS); default 30s.
 	Timeout time.Duration
-	Logger  *slog.Logger
-	// Observe, if set, is told of every routed tool call: the server, the
-	// outcome ("ok", "tool_error" for an isError result, or the error code)
-	// and how long it took.
-	Observe func(server, outcome string, took time.Duration)
+	// Retry is how transient failures are retried; the zero value means
+	// the seed's defaults (3 attempts, 500ms base, factor 2, 30s cap).
+	Retry resilience.RetryPolicy
+	// Fallbacks maps a namespaced tool to the tools that may serve it
+	// instead, in order.
+	Fallbacks map[string][]string
+	Logger    *slog.Logger
+
+	Authorizer  Authorizer
+	Recorder    Recorder
+	Redactor    Redactor
+	Limiter     Limiter
+	Bulkhead    Bulkhead
+	Breakers    *resilience.Breakers
+	Idempotency Idempotency
+	// RetryBudget returns the retry budget of a server.
+	RetryBudget func(server string) RetryBudget
+
+	// OnCall, if set, is told of every tools/call the pipeline handled
+	// (metrics, events). It runs on the caller's goroutine: keep it cheap.
+	OnCall func(Outcome)
+}
+
+// Tuning is the part of Options a config reload may change on a running
+// pipeline.
+type Tuning struct {
+	Timeout   time.Duration
+	Retry     resilience.RetryPolicy
+	Fallbacks map[string][]string
+}
+
+// tuning is Tuning with defaults applied, swapped atomically.
+type tuning struct {
+	timeout   time.Duration
+	retry     resilience.RetryPolicy
+	fallbacks map[string][]string
+}
+
+func newTuning(t Tuning) *tuning {
+	if t.Timeout <= 0 {
+		t.Timeout = 30 * time.Second
+	}
+	if t.Retry.MaxAttempts <= 0 {
+		t.Retry.MaxAttempts = resilience.DefaultMaxAttempts
+	}
+	if t.Retry.Jitter == nil {
+		t.Retry.Jitter = resilience.DefaultJitter
+	}
+	return &tuning{timeout: t.Timeout, retry: t.Retry, fallbacks: t.Fallbacks}
 }
 
 // Pipeline executes calls against the current catalog. Safe for concurrent use.
 type Pipeline struct {
-	cat     *catalog.Catalog
-	up      Upstreams
-	timeout time.Duration
-	logger  *slog.Logger
-	observe func(server, outcome string, took time.Duration)
+	cat    *catalog.Catalog
+	up     Upstreams
+	logger *slog.Logger
+	tuning atomic.Pointer[tuning]
+
+	authz    Authorizer
+	recorder Recorder
+	redactor Redactor
+	limiter  Limiter
+	bulkhead Bulkhead
+	breakers *resilience.Breakers
+	idem     Idempotency
+	budget   func(server string) RetryBudget
+	onCall   func(Outcome)
 }
 
 // New returns a Pipeline resolving names in cat and routing to up.
@@ -60,17 +115,24 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.Observe == nil {
-		o.Observe = func(string, string, time.Duration) {}
+	if o.OnCall == nil {
+		o.OnCall = func(Outcome) {}
 	}
-	return &Pipeline{cat: cat, up: up, timeout: o.Timeout, logger: o.Logger, observe: o.Observe}
+	p := &Pipeline{cat: cat, up: up, logger: o.Logger,
+		authz: o.Authorizer, recorder: o.Recorder, redactor: o.Redactor, limiter: o.Limiter,
+		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, onCall: o.OnCall}
+	p.tuning.Store(newTuning(Tuning{Timeout: o.Timeout, Retry: o.Retry, Fallbacks: o.Fallbacks}))
+	return p
 }
+
+// Retune applies reloaded settings to calls that start from now on.
+func (p *Pipeline) Retune(t Tuning) { p.tuning.Store(newTuning(t)) }
+
+// timeout is the current invocation timeout.
+func (p *Pipeline) timeout() time.Duration { return p.tuning.Load().timeout }
 
 // Call is one tool invocation request.
 type Call struct {
@@ -139,50 +201,6 @@ func (p *Pipeline) Resolve(c Call) (catalog.Tool, error) {
 	return catalog.Tool{}, &Error{Code: CodeToolNotFound, Message: "unknown tool " + quote(c.Name)}
 }
 
-// CallTool runs one call through the pipeline. Stages, in order:
-//
-//  1. resolve the name against the catalog snapshot (404 when unknown);
-//  2. bound the call by the invocation timeout;
-//  3. route to the upstream with the original tool name and untouched
-//     arguments;
-//  4. classify failures into the shared error vocabulary.
-func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
-	start := time.Now()
-	if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
-		return nil, &Error{Code: CodeInvalidArgument, Message: "arguments are not valid JSON"}
-	}
-	tool, err := p.Resolve(c)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-
-	params := &mcp.CallToolParams{Meta: c.Meta, Name: tool.OriginalName}
-	if len(c.Arguments) > 0 {
-		params.Arguments = c.Arguments
-	}
-	routed := time.Now()
-	res, err := p.up.CallTool(ctx, tool.Server, params)
-	done := time.Now()
-	if err != nil {
-		err = p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
-		p.observe(tool.Server, string(CodeOf(err)), done.Sub(start))
-		return nil, err
-	}
-	outcome := "ok"
-	if res.IsError {
-		outcome = "tool_error"
-	}
-	p.observe(tool.Server, outcome, done.Sub(start))
-	return &Result{
-		CallToolResult: res,
-		Tool:           tool,
-		RoutingTime:    routed.Sub(start),
-		ExecutionTime:  done.Sub(routed),
-	}, nil
-}
-
 // resolveURI maps a resource URI to its server and original URI. scope ""
 // means the URI is namespaced; otherwise it is scope's own URI.
 func (p *Pipeline) resolveURI(snap *catalog.Snapshot, scope, uri string) (server, original string, err error) {
@@ -203,7 +221,7 @@ func (p *Pipeline) ReadResource(ctx context.Context, scope string, params *mcp.R
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	fwd := *params
 	fwd.URI = original
@@ -248,7 +266,7 @@ func (p *Pipeline) GetPrompt(ctx context.Context, scope string, params *mcp.GetP
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	fwd := *params
 	fwd.Name = original
@@ -281,7 +299,7 @@ func (p *Pipeline) Complete(ctx context.Context, scope string, params *mcp.Compl
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	res, err := p.up.Complete(ctx, server, &fwd)
 	if err != nil {
@@ -315,7 +333,7 @@ func (p *Pipeline) onResource(ctx context.Context, scope, uri, op string, do fun
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	if err := do(ctx, server, original); err != nil {
 		return p.classify(ctx, server, op+" "+quote(uri), err)
@@ -328,7 +346,7 @@ func (p *Pipeline) onResource(ctx context.Context, scope, uri, op string, do fun
 // error that does not concern the client: the first other failure is
 // returned.
 func (p *Pipeline) SetLoggingLevel(ctx context.Context, scope string, params *mcp.SetLoggingLevelParams) error {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	servers := []string{scope}
 	if scope == "" {
@@ -357,7 +375,7 @@ func (p *Pipeline) classify(ctx context.Context, server, op string, err error) e
 		return &Error{Code: CodeUpstream, Server: server, Message: rpcErr.Message, Err: err}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return &Error{Code: CodeTimeout, Server: server, Err: err,
-			Message: op + ": timed out after " + p.timeout.String()}
+			Message: op + ": timed out after " + p.timeout().String()}
 	case ctx.Err() != nil:
 		return &Error{Code: CodeCanceled, Server: server, Err: err, Message: op + ": canceled"}
 	default:

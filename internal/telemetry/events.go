@@ -10,7 +10,7 @@ import (
 type Event struct {
 	// Seq increases by one per event of this process.
 	Seq  uint64    `json:"seq"`
-	Type string    `json:"type"` // e.g. "server.status", "server.removed", "catalog.changed"
+	Type string    `json:"type"` // e.g. "server.status_changed", "invocation.completed", "policy.changed"
 	At   time.Time `json:"at"`
 	// Data is the event's payload, JSON-encodable.
 	Data any `json:"data,omitempty"`

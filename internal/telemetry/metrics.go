@@ -26,7 +26,19 @@ type Metrics struct {
 	restarts     *prometheus.GaugeVec
 	calls        *prometheus.CounterVec
 	callSeconds  *prometheus.HistogramVec
+
+	// seed 000 instruments (names and labels as the seed gives them)
+	invocations  *prometheus.CounterVec
+	latencyMS    *prometheus.HistogramVec
+	retries      *prometheus.CounterVec
+	circuitState *prometheus.GaugeVec
+	errors       *prometheus.CounterVec
+	auditDepth   prometheus.Gauge
+	auditDropped prometheus.Counter
 }
+
+// LatencyBucketsMS are the seed's buckets of mcp_invocation_latency_ms.
+var LatencyBucketsMS = []float64{10, 50, 100, 250, 500, 1000, 2500, 5000}
 
 // New returns the instruments registered on a fresh registry, with the Go
 // runtime and process collectors.
@@ -67,9 +79,39 @@ func New() *Metrics {
 			Help:    "Duration of tool calls through the gateway, routing included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
 		}, []string{"server"}),
+		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_invocations_total",
+			Help: "Tool invocations by server, tool, agent and status (success, tool_error, denied, error).",
+		}, []string{"server_id", "tool_name", "agent_id", "status"}),
+		latencyMS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcp_invocation_latency_ms",
+			Help:    "Tool invocation latency in milliseconds, retries and fallbacks included.",
+			Buckets: LatencyBucketsMS,
+		}, []string{"server_id", "tool_name"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_retries_total",
+			Help: "Retry attempts (attempts beyond the first) of tool invocations.",
+		}, []string{"server_id", "tool_name"}),
+		circuitState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mcp_circuit_state",
+			Help: "Circuit breaker state per server:tool (0=CLOSED, 1=OPEN, 2=HALF_OPEN).",
+		}, []string{"circuit_key"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcp_errors_total",
+			Help: "Failed tool invocations by error type (the stable error code, or tool_error).",
+		}, []string{"server_id", "tool_name", "error_type"}),
+		auditDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_audit_queue_depth",
+			Help: "Audit records waiting to be written.",
+		}),
+		auditDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_audit_dropped_total",
+			Help: "Audit records lost because the queue was full or the store kept failing.",
+		}),
 	}
 	m.reg.MustRegister(m.state, m.checks, m.checkSeconds, m.consecutive, m.errorRate, m.restarts,
 		m.calls, m.callSeconds,
+		m.invocations, m.latencyMS, m.retries, m.circuitState, m.errors, m.auditDepth, m.auditDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -113,6 +155,31 @@ func (m *Metrics) Call(server, outcome string, took time.Duration) {
 	m.callSeconds.WithLabelValues(server).Observe(took.Seconds())
 }
 
+// Invocation records one tool invocation with the seed's instruments.
+// status is success, tool_error, denied or error; errorType the error code
+// ("" on success); attempts counts upstream calls (retries = attempts-1).
+func (m *Metrics) Invocation(server, tool, agent, status, errorType string, attempts int, took time.Duration) {
+	m.invocations.WithLabelValues(server, tool, agent, status).Inc()
+	m.latencyMS.WithLabelValues(server, tool).Observe(float64(took.Microseconds()) / 1e3)
+	if attempts > 1 {
+		m.retries.WithLabelValues(server, tool).Add(float64(attempts - 1))
+	}
+	if errorType != "" {
+		m.errors.WithLabelValues(server, tool, errorType).Inc()
+	}
+}
+
+// CircuitState records a breaker's state (0=CLOSED, 1=OPEN, 2=HALF_OPEN).
+func (m *Metrics) CircuitState(key string, state int) {
+	m.circuitState.WithLabelValues(key).Set(float64(state))
+}
+
+// AuditDepth records the audit queue depth.
+func (m *Metrics) AuditDepth(n int) { m.auditDepth.Set(float64(n)) }
+
+// AuditDropped counts one lost audit record.
+func (m *Metrics) AuditDropped() { m.auditDropped.Inc() }
+
 // Forget drops a removed server's series.
 func (m *Metrics) Forget(server string) {
 	l := prometheus.Labels{"server": server}
@@ -124,4 +191,9 @@ func (m *Metrics) Forget(server string) {
 	m.restarts.DeletePartialMatch(l)
 	m.calls.DeletePartialMatch(l)
 	m.callSeconds.DeletePartialMatch(l)
+	sl := prometheus.Labels{"server_id": server}
+	m.invocations.DeletePartialMatch(sl)
+	m.latencyMS.DeletePartialMatch(sl)
+	m.retries.DeletePartialMatch(sl)
+	m.errors.DeletePartialMatch(sl)
 }

@@ -16,6 +16,12 @@ func TestMetricsExposition(t *testing.T) {
 	m.Restarts("demo", 4)
 	m.Call("demo", "ok", time.Millisecond)
 	m.Call("other", "server_unavailable", time.Millisecond)
+	m.Invocation("demo", "demo.echo", "agent-a", "success", "", 3, 42*time.Millisecond)
+	m.Invocation("demo", "demo.fail", "agent-a", "error", "timeout", 1, time.Millisecond)
+	m.Invocation("other", "other.x", "agent-a", "success", "", 1, time.Millisecond)
+	m.CircuitState("demo:fail", 1)
+	m.AuditDepth(7)
+	m.AuditDropped()
 	m.Forget("other")
 
 	rec := httptest.NewRecorder()
@@ -30,13 +36,21 @@ func TestMetricsExposition(t *testing.T) {
 		`switchboard_upstream_error_rate{server="demo"} 0.25`,
 		`switchboard_upstream_restarts{server="demo"} 4`,
 		`switchboard_tool_calls_total{outcome="ok",server="demo"} 1`,
+		`mcp_invocations_total{agent_id="agent-a",server_id="demo",status="success",tool_name="demo.echo"} 1`,
+		`mcp_invocation_latency_ms_bucket{server_id="demo",tool_name="demo.echo",le="50"} 1`,
+		`mcp_invocation_latency_ms_bucket{server_id="demo",tool_name="demo.echo",le="10"} 0`,
+		`mcp_retries_total{server_id="demo",tool_name="demo.echo"} 2`,
+		`mcp_errors_total{error_type="timeout",server_id="demo",tool_name="demo.fail"} 1`,
+		`mcp_circuit_state{circuit_key="demo:fail"} 1`,
+		`switchboard_audit_queue_depth 7`,
+		`switchboard_audit_dropped_total 1`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("exposition lacks %s", want)
 		}
 	}
-	if strings.Contains(text, `server="other"`) {
+	if strings.Contains(text, `server="other"`) || strings.Contains(text, `server_id="other"`) {
 		t.Error("a forgotten server still has series")
 	}
 }

@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Keys manages API keys. The app's identity store implements it; keys are
+// kept hashed, so the secret exists only in the [KeyCreated] answer.
+type Keys interface {
+	Create(ctx context.Context, req KeyRequest, createdBy string) (KeyCreated, error)
+	List(ctx context.Context) ([]KeyView, error)
+	// Revoke fails with an error wrapping store.ErrNotFound for an unknown id (404).
+	Revoke(ctx context.Context, id string) error
+}
+
+// KeyRequest is the body of POST /api/v1/keys: who the key speaks for.
+type KeyRequest struct {
+	AgentID      string     `json:"agent_id"`
+	Roles        []string   `json:"roles"`
+	Workspace    string     `json:"workspace"`
+	Admin        bool       `json:"admin"`
+	AllowServers []string   `json:"allow_servers"`
+	DenyServers  []string   `json:"deny_servers"`
+	ExpiresAt    *time.Time `json:"expires_at"`
+}
+
+// KeyView is an API key without its secret: what listings may show.
+type KeyView struct {
+	ID           string     `json:"id"`
+	Prefix       string     `json:"prefix"`
+	AgentID      string     `json:"agent_id"`
+	Roles        []string   `json:"roles"`
+	Workspace    string     `json:"workspace,omitempty"`
+	Admin        bool       `json:"admin"`
+	AllowServers []string   `json:"allow_servers,omitempty"`
+	DenyServers  []string   `json:"deny_servers,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	CreatedBy    string     `json:"created_by,omitempty"`
+	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
+	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+}
+
+// KeyCreated is a new key with its secret, which is shown this once.
+type KeyCreated struct {
+	KeyView
+	Key string `json:"key"`
+}
+
+func (h *handler) createKey(w http.ResponseWriter, r *http.Request) error {
+	if h.keys == nil {
+		return notConfigured("API keys")
+	}
+	var req KeyRequest
+	if err := h.decode(w, r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.AgentID) == "" {
+		return badRequest("agent_id is required")
+	}
+	id, _ := caller(r.Context())
+	k, err := h.keys.Create(r.Context(), req, actor(id))
+	// The detail names the key, never its secret.
+	detail := "agent " + quote(req.AgentID)
+	if req.Admin {
+		detail += " (admin)"
+	}
+	if err == nil {
+		detail += " key " + quote(k.ID)
+	}
+	if err := h.op(r.Context(), "key.create", "", detail, err); err != nil {
+		return err
+	}
+	if k.Roles == nil {
+		k.Roles = []string{}
+	}
+	writeJSON(w, http.StatusCreated, k)
+	return nil
+}
+
+func (h *handler) listKeys(w http.ResponseWriter, r *http.Request) error {
+	if h.keys == nil {
+		return notConfigured("API keys")
+	}
+	keys, err := h.keys.List(r.Context())
+	if err != nil {
+		return err
+	}
+	if keys == nil {
+		keys = []KeyView{}
+	}
+	for i := range keys {
+		if keys[i].Roles == nil {
+			keys[i].Roles = []string{}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+	return nil
+}
+
+func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	if h.keys == nil {
+		return notConfigured("API keys")
+	}
+	id := r.PathValue("id")
+	if err := h.op(r.Context(), "key.revoke", "", "key "+quote(id), h.keys.Revoke(r.Context(), id)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

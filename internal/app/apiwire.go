@@ -1,0 +1,215 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/audit"
+	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/identity"
+	"github.com/switchboard-mcp/switchboard/internal/resilience"
+	"github.com/switchboard-mcp/switchboard/internal/store"
+)
+
+// apiHandler is the REST API wired to the gateway's parts.
+func (a *App) apiHandler() http.Handler {
+	return api.New(a.reg, a.cat, a.pipe, &api.Options{
+		Logger: a.logger, Ready: a.Ready, Events: a.events,
+		Keys:      apiKeys{a},
+		Policies:  apiPolicies{a},
+		Audit:     apiAudit{a.db},
+		Breakers:  apiBreakers{a.sec.breakers},
+		Stats:     apiStats{a.db},
+		Visible:   a.sec.visible,
+		Operation: a.operation,
+	})
+}
+
+// policyChanged recomputes the authorization policy after the servers (and
+// so their default_access) or the config changed; the engine invalidates
+// its decision cache.
+func (a *App) policyChanged() {
+	if a.sec == nil || a.sec.engine == nil {
+		return
+	}
+	a.sec.engine.SetPolicy(policyFrom(a.cfg, a.reg.defaultAccess()))
+	a.events.Publish("policy.changed", map[string]any{"revision": a.sec.engine.Revision(), "reason": "servers or config changed"})
+}
+
+// operation audits an administrative action.
+func (a *App) operation(ctx context.Context, op, server, detail string, err error) {
+	if a.sec == nil {
+		return
+	}
+	id, _ := authz.IdentityFrom(ctx)
+	rec := audit.Record{Kind: audit.KindOperation, Operation: op, AgentID: id.AgentID, Server: server,
+		Success: err == nil, ResultSummary: detail, PolicyDecision: "ALLOW", PolicyRule: "admin"}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	a.sec.recorder.Record(rec)
+}
+
+// apiKeys manages API keys in the store.
+type apiKeys struct{ a *App }
+
+func keyView(k identity.Key) api.KeyView {
+	return api.KeyView{ID: k.ID, Prefix: k.Prefix, AgentID: k.AgentID, Roles: k.Roles, Workspace: k.Workspace,
+		Admin: k.Admin, AllowServers: k.AllowServers, DenyServers: k.DenyServers, CreatedAt: k.CreatedAt,
+		CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+}
+
+func (k apiKeys) Create(ctx context.Context, req api.KeyRequest, createdBy string) (api.KeyCreated, error) {
+	key, secret, err := identity.NewKey(req.AgentID, req.Roles, req.Workspace, req.Admin)
+	if err != nil {
+		return api.KeyCreated{}, fmt.Errorf("%w: %w", authz.ErrInvalid, err)
+	}
+	key.AllowServers, key.DenyServers, key.ExpiresAt, key.CreatedBy = req.AllowServers, req.DenyServers, req.ExpiresAt, createdBy
+	if err := k.a.db.CreateAPIKey(ctx, store.APIKey(key)); err != nil {
+		return api.KeyCreated{}, err
+	}
+	return api.KeyCreated{KeyView: keyView(key), Key: secret}, nil
+}
+
+func (k apiKeys) List(ctx context.Context) ([]api.KeyView, error) {
+	rows, err := k.a.db.ListAPIKeys(ctx)
+	out := make([]api.KeyView, len(rows))
+	for i, r := range rows {
+		out[i] = keyView(identity.Key(r))
+	}
+	return out, err
+}
+
+func (k apiKeys) Revoke(ctx context.Context, id string) error {
+	row, err := k.a.db.RevokeAPIKey(ctx, id, time.Now())
+	if err != nil {
+		return err
+	}
+	// A revoked key must stop working now, not when its cache entry expires.
+	k.a.sec.authn.Forget(row.Hash)
+	return nil
+}
+
+// apiPolicies manages grants and approval tokens through the engine.
+type apiPolicies struct{ a *App }
+
+// target resolves a grant's tool: a namespaced name or pattern ("fs.read",
+// "fs.*") when server is empty, else the server's own tool name.
+func (p apiPolicies) target(server, tool string) (string, string) {
+	if server != "" {
+		return server, tool
+	}
+	snap := p.a.cat.Snapshot()
+	if t, ok := snap.Tool(tool); ok {
+		return t.Server, t.OriginalName
+	}
+	sep := snap.Separator()
+	prefix, rest, ok := strings.Cut(tool, sep)
+	if !ok && sep != "." {
+		prefix, rest, ok = strings.Cut(tool, ".")
+	}
+	if !ok {
+		return "", tool // validation reports the missing server
+	}
+	return p.a.reg.serverForPrefix(prefix), rest
+}
+
+func (p apiPolicies) Grant(ctx context.Context, req api.GrantRequest, grantedBy string) (api.GrantResult, error) {
+	server, tool := p.target(req.Server, req.Tool)
+	g := authz.Grant{AgentID: req.AgentID, Server: server, Tool: tool, Actions: req.Actions, GrantedBy: grantedBy, ExpiresAt: req.ExpiresAt}
+	o := authz.GrantOptions{IssueToken: req.IssueToken, TokenTTL: time.Duration(req.TokenTTLMinutes) * time.Minute,
+		BindArguments: req.BindArguments, SingleUse: req.SingleUse}
+	g, tok, err := p.a.sec.engine.Grant(ctx, g, o)
+	if err != nil {
+		return api.GrantResult{}, err
+	}
+	p.a.events.Publish("policy.changed", map[string]any{"revision": p.a.sec.engine.Revision(), "reason": "grant",
+		"agent_id": g.AgentID, "server": g.Server, "tool": g.Tool})
+	res := api.GrantResult{Grant: g}
+	if tok != nil {
+		res.Token, res.TokenInfo = tok.Secret, &tok.Token
+	}
+	return res, nil
+}
+
+func (p apiPolicies) Revoke(ctx context.Context, id string) error {
+	if err := p.a.sec.engine.Revoke(ctx, id); err != nil {
+		return err
+	}
+	p.a.events.Publish("policy.changed", map[string]any{"revision": p.a.sec.engine.Revision(), "reason": "revoke", "grant_id": id})
+	return nil
+}
+
+func (p apiPolicies) Grants(_ context.Context, agentID string) ([]authz.Grant, error) {
+	return p.a.sec.engine.Grants(agentID), nil
+}
+
+func (p apiPolicies) IssueToken(ctx context.Context, req api.TokenRequest) (api.TokenResult, error) {
+	server, tool := p.target(req.Server, req.Tool)
+	tok, err := p.a.sec.engine.IssueToken(ctx, authz.TokenRequest{AgentID: req.AgentID, Server: server, Tool: tool,
+		TTL: time.Duration(req.TTLMinutes) * time.Minute, BindArguments: req.BindArguments, SingleUse: req.SingleUse})
+	if err != nil {
+		return api.TokenResult{}, err
+	}
+	return api.TokenResult{Token: tok.Secret, TokenInfo: tok.Token}, nil
+}
+
+func (p apiPolicies) RevokeToken(ctx context.Context, id string) error {
+	return p.a.sec.engine.RevokeToken(ctx, id)
+}
+
+// apiAudit reads the audit log.
+type apiAudit struct{ db *store.DB }
+
+func (q apiAudit) Query(ctx context.Context, f audit.Filter) ([]audit.Record, string, error) {
+	return queryAudit(ctx, q.db, f)
+}
+
+// apiBreakers lists the circuit breakers.
+type apiBreakers struct{ bs *resilience.Breakers }
+
+func (b apiBreakers) Breakers(context.Context) ([]api.BreakerView, error) {
+	cooldown := b.bs.Settings().Cooldown
+	var out []api.BreakerView
+	for _, s := range b.bs.All() {
+		server, tool, _ := strings.Cut(s.Key, ":")
+		v := api.BreakerView{Key: s.Key, Server: server, Tool: tool, State: s.State.String(),
+			Failures: s.Failures, Successes: s.Successes}
+		if !s.LastFailureAt.IsZero() {
+			t := s.LastFailureAt
+			v.LastFailureAt = &t
+		}
+		if !s.OpenedAt.IsZero() {
+			t := s.OpenedAt
+			v.OpenedAt = &t
+			if s.State == resilience.Open {
+				next := t.Add(cooldown)
+				v.NextAttemptAt = &next
+			}
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(x, y api.BreakerView) int { return strings.Compare(x.Key, y.Key) })
+	return out, nil
+}
+
+// apiStats summarizes the audit log per tool.
+type apiStats struct{ db *store.DB }
+
+func (s apiStats) Stats(ctx context.Context, f audit.Filter) ([]api.ToolStats, error) {
+	rows, err := s.db.InvocationStatsByTool(ctx, store.InvocationFilter(f))
+	out := make([]api.ToolStats, len(rows))
+	for i, r := range rows {
+		out[i] = api.ToolStats{Server: r.Server, Tool: r.Tool, Calls: r.Calls, Successes: r.Successes, Failures: r.Failures,
+			Denied: r.Denied, Retries: r.Retries, AvgLatencyMS: r.AvgLatencyMS, MaxLatencyMS: r.MaxLatencyMS, First: r.First, Last: r.Last}
+		if r.Calls > 0 {
+			out[i].SuccessRate = float64(r.Successes) / float64(r.Calls)
+		}
+	}
+	return out, err
+}

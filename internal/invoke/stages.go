@@ -1,0 +1,557 @@
+package invoke
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/audit"
+	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/resilience"
+	"github.com/switchboard-mcp/switchboard/internal/upstream"
+)
+
+// The pipeline's collaborators are declared here, by their consumer, as the
+// few methods it calls. The app passes the concrete types (authz.Engine,
+// audit.Recorder, resilience.Bulkheads, ...). A nil collaborator disables
+// its stage.
+
+// Authorizer decides whether a call may run. *authz.Engine implements it.
+type Authorizer interface {
+	Decide(ctx context.Context, r authz.Request) (authz.Decision, error)
+}
+
+// Recorder keeps the audit log; Record must not block. *audit.Recorder
+// implements it.
+type Recorder interface {
+	Record(rec audit.Record) bool
+}
+
+// Redactor hashes and summarizes arguments and results without their
+// secrets. *audit.Redactor implements it.
+type Redactor interface {
+	ParamsHash(args json.RawMessage) string
+	Summary(v any, max int) string
+}
+
+// Limiter is a per-agent rate limit. *resilience.RateLimiter implements it.
+type Limiter interface {
+	Allow(key string) (ok bool, retryAfter time.Duration)
+}
+
+// Bulkhead caps concurrent calls per server. *resilience.Bulkheads
+// implements it.
+type Bulkhead interface {
+	Acquire(ctx context.Context, key string) (release func(), err error)
+}
+
+// RetryBudget bounds retries to a share of calls. *resilience.RetryBudget
+// implements it.
+type RetryBudget interface {
+	Call()
+	TryRetry() bool
+}
+
+// Idempotency runs a call once per key and fingerprint.
+// *resilience.Idempotency[*Result] implements it.
+type Idempotency interface {
+	DoFingerprint(ctx context.Context, key, fingerprint string, fn func(context.Context) (*Result, error)) (*Result, bool, error)
+}
+
+// Outcome is what the pipeline reports of every tools/call it handled, for
+// metrics and events.
+type Outcome struct {
+	CorrelationID string
+	AgentID       string
+	Server        string // "" when the tool did not resolve
+	Tool          string // namespaced
+	// Status is "success", "tool_error" (an isError result), "denied" or
+	// "error".
+	Status string
+	// Code is the error code when Status is "denied" or "error".
+	Code     Code
+	Attempts int
+	ServedBy string
+	Took     time.Duration
+}
+
+// summaryMax bounds an audit result summary (seed 000: 500 characters).
+const summaryMax = 500
+
+// callState accumulates what happened during one call, for the result,
+// the audit record and the metrics.
+type callState struct {
+	attempts int
+	decision authz.Decision
+	servedBy string
+}
+
+// CallTool runs one call through the pipeline. The stages, in order:
+//
+//  1. validate the arguments and resolve the name against the catalog
+//     snapshot (404 when unknown);
+//  2. identity: a pipeline with an Authorizer refuses calls without one;
+//  3. rate limit per agent (429 with Retry-After);
+//  4. authorize (default deny; 403 naming the rule);
+//  5. idempotency: a key already used by the agent returns the stored
+//     result, waits for the first call in flight, or conflicts (409) when
+//     the arguments differ;
+//  6. bound the whole call, retries included, by the invocation timeout (a
+//     shorter client deadline wins);
+//  7. per attempt: bulkhead (per-server concurrency cap), circuit breaker
+//     (per server:tool; open = fail fast), route to the upstream;
+//  8. retry transient failures with backoff and jitter, within the retry
+//     budget, and only when the call cannot have run twice (never sent,
+//     or read-only/idempotent tool, or an idempotency key);
+//  9. fallbacks, in order, when the breaker is open or the server is
+//     unavailable or retries are exhausted;
+//  10. audit record, metrics and event, for every call, denied ones too.
+func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
+	start := time.Now()
+	if c.CorrelationID == "" {
+		c.CorrelationID = newCorrelationID()
+	}
+	st := &callState{}
+	var tool catalog.Tool
+	res, err := p.callTool(ctx, c, &tool, st)
+	p.finish(c, tool, st, res, err, time.Since(start))
+	if err != nil {
+		return nil, err
+	}
+	out := *res // a replayed result is shared: give each caller its own copy
+	out.CorrelationID = c.CorrelationID
+	out.Decision = st.decision
+	if !out.Replayed {
+		out.Attempts = st.attempts
+		out.ServedBy = st.servedBy
+	}
+	return &out, nil
+}
+
+func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st *callState) (*Result, error) {
+	t := p.tuning.Load()
+	if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+		return nil, &Error{Code: CodeInvalidArgument, Message: "arguments are not valid JSON"}
+	}
+	var err error
+	if *tool, err = p.Resolve(c); err != nil {
+		return nil, err
+	}
+	if p.authz != nil && c.Identity.ID == "" {
+		st.decision = authz.Decision{Rule: "unauthenticated", Reason: "no credentials"}
+		return nil, &Error{Code: CodeUnauthenticated, Message: "calling " + quote(tool.Name) + ": no authenticated caller"}
+	}
+	if p.limiter != nil {
+		if ok, after := p.limiter.Allow(c.Identity.AgentID); !ok {
+			return nil, &Error{Code: CodeRateLimited, RetryAfter: after,
+				Message: fmt.Sprintf("agent %q is over its rate limit; retry after %s", c.Identity.AgentID, after.Round(time.Millisecond))}
+		}
+	}
+	if st.decision, err = p.authorize(ctx, c, *tool); err != nil {
+		return nil, err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	run := func(ctx context.Context) (*Result, error) {
+		return p.execute(ctx, c, *tool, st, t)
+	}
+	if c.IdempotencyKey == "" || p.idem == nil {
+		return run(ctx)
+	}
+	key := c.Identity.AgentID + "\x00" + c.IdempotencyKey
+	res, shared, err := p.idem.DoFingerprint(ctx, key, fingerprint(tool.Name, c.Arguments), run)
+	switch {
+	case errors.Is(err, resilience.ErrIdempotencyConflict):
+		return nil, &Error{Code: CodeIdempotencyConflict, Server: tool.Server, Err: err,
+			Message: "idempotency key " + quote(c.IdempotencyKey) + " was already used for a different call"}
+	case err != nil:
+		return nil, err
+	}
+	if shared {
+		r := *res
+		r.Replayed = true
+		return &r, nil
+	}
+	return res, nil
+}
+
+// authorize asks the Authorizer; no Authorizer means authorization is off
+// (embedded uses and tests), which the decision says.
+func (p *Pipeline) authorize(ctx context.Context, c Call, t catalog.Tool) (authz.Decision, error) {
+	if p.authz == nil {
+		return authz.Decision{Allow: true, Rule: "authz-disabled"}, nil
+	}
+	d, err := p.authz.Decide(ctx, authz.Request{
+		Identity:    c.Identity,
+		Server:      t.Server,
+		Tool:        t.OriginalName,
+		Name:        t.Name,
+		Action:      "invoke",
+		Destructive: destructive(t),
+		Arguments:   c.Arguments,
+		Token:       c.ApprovalToken,
+	})
+	if err != nil {
+		return d, &Error{Code: CodeUpstream, Server: t.Server, Err: err, Message: "authorizing " + quote(t.Name) + ": " + err.Error()}
+	}
+	if !d.Allow {
+		msg := fmt.Sprintf("agent %q may not call %q: %s (rule %s)", c.Identity.AgentID, t.Name, d.Reason, d.Rule)
+		return d, &Error{Code: CodeDenied, Server: t.Server, Message: msg}
+	}
+	return d, nil
+}
+
+// execute runs the tool and, when it fails in a way a fallback can cover,
+// its fallbacks in order.
+func (p *Pipeline) execute(ctx context.Context, c Call, tool catalog.Tool, st *callState, t *tuning) (*Result, error) {
+	res, err := p.attemptTool(ctx, c, tool, st, t)
+	if err == nil || !fallbackWorthy(err) {
+		return res, err
+	}
+	primaryErr := err
+	for _, name := range t.fallbacks[tool.Name] {
+		fb, ok := p.cat.Snapshot().Tool(name)
+		if !ok || !fb.Available || ctx.Err() != nil {
+			continue
+		}
+		if _, derr := p.authorize(ctx, c, fb); derr != nil {
+			p.logger.Debug("fallback not allowed", "tool", tool.Name, "fallback", fb.Name, "error", derr)
+			continue
+		}
+		res, err = p.attemptTool(ctx, c, fb, st, t)
+		if err == nil {
+			st.servedBy = fb.Name
+			return res, nil
+		}
+		if !fallbackWorthy(err) {
+			break
+		}
+	}
+	return nil, primaryErr
+}
+
+// fallbackWorthy reports whether a failure leaves the call unserved without
+// having possibly run: then another tool may serve it.
+func fallbackWorthy(err error) bool {
+	switch CodeOf(err) {
+	case CodeCircuitOpen, CodeServerUnavailable, CodeServerBusy:
+		return true
+	}
+	var e *Error
+	return errors.As(err, &e) && e.exhausted
+}
+
+// attemptTool calls one tool with bulkhead, breaker and retries.
+func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, st *callState, t *tuning) (*Result, error) {
+	params := &mcp.CallToolParams{Meta: c.Meta, Name: tool.OriginalName}
+	if len(c.Arguments) > 0 {
+		params.Arguments = c.Arguments
+	}
+	safe := c.IdempotencyKey != "" || retrySafe(tool)
+	var budget RetryBudget
+	if p.budget != nil {
+		budget = p.budget(tool.Server)
+		budget.Call()
+	}
+	for attempt := 1; ; attempt++ {
+		routed := time.Now()
+		res, err := p.attemptOnce(ctx, tool, params, st)
+		done := time.Now()
+		if err == nil {
+			return &Result{CallToolResult: res, Tool: tool, ExecutionTime: done.Sub(routed)}, nil
+		}
+		var ce *Error
+		if errors.As(err, &ce) {
+			return nil, ce // refused before reaching the upstream (breaker, bulkhead)
+		}
+		if ctx.Err() != nil || !upstream.Transient(err) {
+			return nil, p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
+		}
+		if upstream.RequestSent(err) && !safe {
+			return nil, &Error{Code: CodeOutcomeUnknown, Server: tool.Server, Err: err, Attempts: st.attempts,
+				Message: fmt.Sprintf("calling tool %q: the outcome is unknown: the request reached the upstream and the exchange failed (%s); "+
+					"not retried because the tool is not marked read-only or idempotent and the call has no idempotency key",
+					tool.Name, upstreamReason(err))}
+		}
+		final := func(why string) error {
+			e := p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err).(*Error)
+			e.exhausted = true
+			e.Attempts = st.attempts
+			if why != "" {
+				e.Message += " (" + why + ")"
+			}
+			return e
+		}
+		if attempt >= t.retry.MaxAttempts {
+			return nil, final(fmt.Sprintf("after %d attempts", st.attempts))
+		}
+		if budget != nil && !budget.TryRetry() {
+			return nil, final("retry budget of server " + quote(tool.Server) + " exhausted")
+		}
+		wait := t.retry.Jitter(t.retry.Delay(attempt - 1))
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return nil, final("no time left for another attempt")
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
+		case <-timer.C:
+		}
+	}
+}
+
+// attemptOnce is one try: bulkhead slot, breaker permission, upstream call.
+// Refusals by the bulkhead or the breaker come back as *Error; upstream
+// failures unclassified.
+func (p *Pipeline) attemptOnce(ctx context.Context, tool catalog.Tool, params *mcp.CallToolParams, st *callState) (*mcp.CallToolResult, error) {
+	if p.bulkhead != nil {
+		release, err := p.bulkhead.Acquire(ctx, tool.Server)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, p.classify(ctx, tool.Server, "waiting for a slot on server "+quote(tool.Server), err)
+			}
+			return nil, &Error{Code: CodeServerBusy, Server: tool.Server, Err: err, Attempts: st.attempts,
+				Message: fmt.Sprintf("server %q is busy: its concurrency limit and wait queue are full", tool.Server)}
+		}
+		defer release()
+	}
+	var report func(success bool)
+	var breaker *resilience.Breaker
+	if p.breakers != nil {
+		b := p.breakers.Get(resilience.Key(tool.Server, tool.OriginalName))
+		breaker = b
+		done, err := b.Allow()
+		if err != nil {
+			e := &Error{Code: CodeCircuitOpen, Server: tool.Server, Status: b.State().String(), Err: err, Attempts: st.attempts,
+				Message: fmt.Sprintf("circuit breaker for %q is %s: failing fast without calling server %q", tool.Name, b.State(), tool.Server)}
+			if snap := b.Snapshot(); !snap.OpenedAt.IsZero() {
+				e.RetryAfter = max(time.Until(snap.OpenedAt.Add(p.breakers.Settings().Cooldown)), 0)
+			}
+			return nil, e
+		}
+		report = done
+	}
+	st.attempts++
+	res, err := p.up.CallTool(ctx, tool.Server, params)
+	switch {
+	case report == nil:
+	case breakerIgnores(ctx, err):
+		breaker.Ignore()
+	default:
+		report(!breakerFailure(err))
+	}
+	return res, err
+}
+
+// breakerIgnores reports whether a call's outcome says nothing of the
+// tool's health: its server was not there to take it (the supervisor
+// tracks that, and a breaker opened by it would outlive the recovery), or
+// the caller gave up.
+func breakerIgnores(ctx context.Context, err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return true
+	}
+	var u *upstream.UnavailableError
+	return errors.As(err, &u) && !u.Sent
+}
+
+// breakerFailure reports whether err says the tool is unwell: transport
+// failures, timeouts and server-side protocol errors. A tool result with
+// isError and a client mistake (invalid params, unknown method) are not its
+// fault.
+func breakerFailure(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		switch rpc.Code {
+		case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidRequest:
+			return false
+		}
+	}
+	return true
+}
+
+// retrySafe reports whether the tool says running it twice does no harm.
+func retrySafe(t catalog.Tool) bool {
+	if t.Def == nil || t.Def.Annotations == nil {
+		return false
+	}
+	return t.Def.Annotations.ReadOnlyHint || t.Def.Annotations.IdempotentHint
+}
+
+// destructive is the tool's destructiveHint, which makes it high-risk. Per
+// the MCP spec an absent hint means "may be destructive", but treating every
+// unannotated tool as high-risk would demand a token for nearly all of them:
+// only an explicit true counts; names are matched by the Authorizer.
+func destructive(t catalog.Tool) bool {
+	if t.Def == nil || t.Def.Annotations == nil || t.Def.Annotations.DestructiveHint == nil {
+		return false
+	}
+	return *t.Def.Annotations.DestructiveHint && !t.Def.Annotations.ReadOnlyHint
+}
+
+// upstreamReason is the failure's text without the pipeline's own framing.
+func upstreamReason(err error) string {
+	return strings.TrimSpace(err.Error())
+}
+
+// finish writes the audit record and reports the outcome.
+func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result, err error, took time.Duration) {
+	o := Outcome{
+		CorrelationID: c.CorrelationID,
+		AgentID:       c.Identity.AgentID,
+		Server:        tool.Server,
+		Tool:          tool.Name,
+		Attempts:      st.attempts,
+		ServedBy:      st.servedBy,
+		Took:          took,
+	}
+	if o.Tool == "" {
+		o.Tool = c.Name
+		if c.Server != "" {
+			o.Server = c.Server
+		}
+	}
+	switch {
+	case err != nil:
+		o.Code = CodeOf(err)
+		o.Status = "error"
+		if o.Code == CodeDenied || o.Code == CodeUnauthenticated {
+			o.Status = "denied"
+		}
+	case res.IsError:
+		o.Status = "tool_error"
+	default:
+		o.Status = "success"
+	}
+	if res != nil && res.Replayed {
+		o.Attempts = 0
+	}
+	p.onCall(o)
+	if p.recorder == nil {
+		return
+	}
+	rec := audit.Record{
+		Kind:           audit.KindInvocation,
+		CorrelationID:  c.CorrelationID,
+		AgentID:        c.Identity.AgentID,
+		Server:         o.Server,
+		Tool:           tool.OriginalName,
+		Success:        o.Status == "success",
+		Attempts:       o.Attempts,
+		LatencyMS:      float64(took.Microseconds()) / 1e3,
+		PolicyDecision: policyDecision(st.decision),
+		PolicyRule:     st.decision.Rule,
+		PolicyRevision: st.decision.Revision,
+		CachedDecision: st.decision.Cached,
+		IdempotencyKey: c.IdempotencyKey,
+		TicketID:       c.TicketID,
+		TaskID:         c.TaskID,
+		ServedBy:       st.servedBy,
+	}
+	if rec.Tool == "" {
+		rec.Tool = c.Name
+	}
+	if p.redactor != nil {
+		rec.ParamsHash = p.redactor.ParamsHash(c.Arguments)
+	}
+	switch {
+	case err != nil:
+		rec.Error = err.Error()
+		rec.ErrorCode = string(o.Code)
+	case p.redactor != nil:
+		rec.ResultSummary = p.redactor.Summary(resultValue(res.CallToolResult), summaryMax)
+		if res.IsError {
+			rec.ErrorCode = "tool_error"
+			rec.Error = toolErrorText(res.CallToolResult)
+		}
+	}
+	p.recorder.Record(rec)
+}
+
+// resultValue decodes the result into plain JSON values so the redactor can
+// walk it.
+func resultValue(r *mcp.CallToolResult) any {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+// toolErrorText is the text of an isError result, bounded, for the audit
+// record's error column.
+func toolErrorText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+		if b.Len() >= summaryMax {
+			break
+		}
+	}
+	s := b.String()
+	if len(s) > summaryMax {
+		s = s[:summaryMax]
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+// fingerprint identifies a call's content for idempotency: the tool and its
+// arguments in canonical JSON (object keys sorted), so that the same call
+// sent with keys in another order is still the same call.
+func fingerprint(tool string, args json.RawMessage) string {
+	h := sha256.New()
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(args)))
+	dec.UseNumber()
+	if len(args) > 0 && dec.Decode(&v) == nil {
+		b, _ := json.Marshal(v) // maps marshal with sorted keys
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// newCorrelationID returns a random id for a call that came without one.
+func newCorrelationID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "sb-" + hex.EncodeToString(b[:])
+}
+
+// policyDecision is the audit column: ALLOW, DENY, or "" when the call
+// failed before a decision was made (unknown tool, bad arguments).
+func policyDecision(d authz.Decision) string {
+	switch {
+	case d.Allow:
+		return "ALLOW"
+	case d.Rule != "":
+		return "DENY"
+	}
+	return ""
+}
