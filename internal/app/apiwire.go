@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/identity"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -25,9 +26,22 @@ func (a *App) apiHandler() http.Handler {
 		Audit:     apiAudit{a.db},
 		Breakers:  apiBreakers{a.sec.breakers},
 		Stats:     apiStats{a.db},
-		Visible:   a.sec.visible,
-		Operation: a.operation,
+		Registrar: apiRegistrar{a},
+		// Disabled tools stay listed here (enabled: false, with the reason);
+		// MCP clients do not see them.
+		Visible:    a.sec.visible,
+		Operation:  a.operation,
+		ToolStatus: a.manifests.status,
 	})
+}
+
+// visible reports whether an MCP client of identity id sees t: an enabled
+// tool it may call.
+func (a *App) visible(id authz.Identity, t catalog.Tool) bool {
+	if ok, _ := a.manifests.state(t); !ok {
+		return false
+	}
+	return a.sec.visible(id, t)
 }
 
 // policyChanged recomputes the authorization policy after the servers (and

@@ -58,10 +58,12 @@ type App struct {
 	events  *telemetry.Bus
 	reg     *registry
 	sec     *security
-	cancel  context.CancelFunc
-	ready   atomic.Bool
-	start   []string
-	getenv  func(string) string
+	// manifests are the tool manifests registered through the API.
+	manifests manifests
+	cancel    context.CancelFunc
+	ready     atomic.Bool
+	start     []string
+	getenv    func(string) string
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -132,6 +134,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Breakers:    a.sec.breakers,
 		Idempotency: a.sec.idem,
 		RetryBudget: a.sec.budget,
+		ToolState:   a.manifests.state,
 		OnCall:      a.onCall,
 	})
 	a.front = front.New(a.cat, a.pipe, &front.Options{
@@ -140,7 +143,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
 			"namespaced by server: <server>" + s.ToolNameSeparator + "<name>.",
 		WithPeer: withPeer,
-		Visible:  a.sec.visible,
+		Visible:  a.visible,
 	})
 	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
 	a.fronts = newFrontSet(func(server string) *front.Front {
@@ -149,7 +152,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: o.Version},
 			Server:         server,
 			WithPeer:       withPeer,
-			Visible:        a.sec.visible,
+			Visible:        a.visible,
 		})
 	})
 	start, err := a.reg.load(ctx, cfg)

@@ -505,3 +505,40 @@ func (g *gateway) rawAs(t *testing.T, key, path string) (int, []byte) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
 }
+
+func TestRegisterManifest(t *testing.T) {
+	g := startGateway(t, "tool_versions:\n  demo:\n    echo: [\"1.0.0\"]\nservers:"+demoServer("demo"), nil)
+	schema := map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+	code, body := g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{
+		"server_id": "demo", "version": "1.0.0", "capabilities": []string{"echo"},
+		"tools": []any{
+			map[string]any{"name": "echo", "schema": schema, "version": "2.0.0"},
+			map[string]any{"name": "add", "schema": schema, "version": "1.0.0"},
+			map[string]any{"name": "broken", "schema": map[string]any{"type": "string"}},
+		},
+	})
+	if code != 201 || body["registered_count"] != 2.0 || body["rejected_count"] != 1.0 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	if !strings.Contains(fmt.Sprint(body["rejected_tools"]), "broken") {
+		t.Errorf("rejected = %v", body["rejected_tools"])
+	}
+	// The incompatible echo is registered disabled: listed so, refused on call, hidden from MCP clients.
+	_, body = g.rest(t, "GET", "/api/v1/mcp/tools/demo/echo", nil)
+	if body["enabled"] != false || body["version"] != "2.0.0" {
+		t.Errorf("echo after registration: %v", body)
+	}
+	code, body = g.invoke(t, "demo", "echo", map[string]any{"text": "x"}, nil)
+	if code != 409 || errorCode(body) != "tool_disabled" || !strings.Contains(fmt.Sprint(body), "2.0.0") {
+		t.Errorf("calling the disabled tool: %d %v", code, body)
+	}
+	if names := toolNames(t, g.connect(t, "/mcp")); names["demo.echo"] != nil || names["demo.add"] == nil {
+		t.Errorf("MCP tools = %v, want demo.add but not demo.echo", keys2(names))
+	}
+	if code, body := g.invoke(t, "demo", "add", map[string]any{"a": 1, "b": 2}, nil); code != 200 {
+		t.Errorf("compatible tool: %d %v", code, body)
+	}
+	if code, _ := g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nope", "tools": []any{}}); code != 404 {
+		t.Errorf("unknown server: %d, want 404", code)
+	}
+}

@@ -416,3 +416,17 @@ func compileTemplate(original, namespaced string) (re *regexp.Regexp, reason str
 	}()
 	return t.Regexp(), ""
 }
+
+// CheckInputSchema reports why raw (JSON) is not an acceptable tool input
+// schema, or "" — the check discovered tools pass, for schemas that arrive
+// another way (a registered manifest).
+func (c *Catalog) CheckInputSchema(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "schema is missing"
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "schema is not valid JSON: " + err.Error()
+	}
+	return c.checkSchema(v, true)
+}

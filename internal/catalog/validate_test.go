@@ -209,3 +209,22 @@ func TestResourceURIsNeedASchemeSafePrefix(t *testing.T) {
 		t.Errorf("ResolveURI(my_srv+relative/path) = %q, %q, %v", server, original, ok)
 	}
 }
+
+func TestCheckInputSchema(t *testing.T) {
+	c := New(nil)
+	for _, tc := range []struct {
+		raw  string
+		want string // substring of the reason; "" = valid
+	}{
+		{`{"type":"object","properties":{"q":{"type":"string"}}}`, ""},
+		{``, "missing"},
+		{`{`, "not valid JSON"},
+		{`{"type":"string"}`, `type must be "object"`},
+		{`{"type":"object","properties":{"q":{"type":12}}}`, "q"},
+	} {
+		got := c.CheckInputSchema(json.RawMessage(tc.raw))
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("CheckInputSchema(%s) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+}

@@ -119,6 +119,10 @@ type Config struct {
 	// fallbacks: {"a.search": ["b.search", "c.find"]}. Names are checked
 	// for a known server part; the tools themselves only after discovery.
 	Fallbacks map[string][]string
+	// ToolVersions is the version compatibility matrix (tool_versions:):
+	// server -> tool -> accepted versions. A manifest registering a tool
+	// with another version registers it disabled.
+	ToolVersions map[string]map[string][]string
 	// Pos is the position of each key of the auth, authz and fallbacks
 	// sections by field path, e.g. Pos["fallbacks.a.search[0]"] or
 	// Pos["authz.role_restrictions.review.allowed_tools[1]"], so problems

@@ -44,6 +44,21 @@ func TestParseErrors(t *testing.T) {
 			want: []wantErr{{Line: 3, Msg: "invalid YAML"}},
 		},
 		{
+			name: "tool_versions tool without versions",
+			yaml: "servers: {}\ntool_versions:\n  gh:\n    create_issue: []\n",
+			want: []wantErr{{Line: 4, Field: "tool_versions.gh.create_issue", Msg: "needs at least one compatible version"}},
+		},
+		{
+			name: "tool_versions duplicate version",
+			yaml: "servers: {}\ntool_versions:\n  gh:\n    create_issue: [\"1.0\", \"1.0\"]\n",
+			want: []wantErr{{Line: 4, Field: "tool_versions.gh.create_issue[1]", Msg: `version "1.0" is listed twice`}},
+		},
+		{
+			name: "tool_versions not a mapping",
+			yaml: "servers: {}\ntool_versions: [a]\n",
+			want: []wantErr{{Line: 2, Field: "tool_versions"}},
+		},
+		{
 			name: "tab indentation",
 			yaml: "servers:\n\tdemo: {}\n",
 			want: []wantErr{{Line: 2, Msg: "invalid YAML"}},

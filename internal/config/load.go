@@ -157,7 +157,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 }
 
 // topKeys are the keys allowed at the top level of a file.
-var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks"}
+var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions"}
 
 // decodeTop decodes the document's top-level mapping into cfg (all but the
 // servers) and returns the servers, the fields of each that failed to decode,
@@ -206,6 +206,9 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 		case "fallbacks":
 			cfg.Fallbacks = d.decodeFallbacks(e.value, st)
 			st.pos["fallbacks"] = e.pos
+		case "tool_versions":
+			cfg.ToolVersions = d.decodeToolVersions(e.value, st)
+			st.pos["tool_versions"] = e.pos
 		default:
 			d.errorf(e.pos, e.key, "unknown top-level key %q: only %s are allowed%s", e.key, quotedTopKeys(), suggest(e.key, topKeys))
 		}

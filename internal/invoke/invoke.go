@@ -58,6 +58,10 @@ type Options struct {
 	// RetryBudget returns the retry budget of a server.
 	RetryBudget func(server string) RetryBudget
 
+	// ToolState, if set, says whether a tool is enabled; a disabled tool's
+	// calls fail with CodeToolDisabled and the reason.
+	ToolState func(t catalog.Tool) (enabled bool, reason string)
+
 	// OnCall, if set, is told of every tools/call the pipeline handled
 	// (metrics, events). It runs on the caller's goroutine: keep it cheap.
 	OnCall func(Outcome)
@@ -106,6 +110,7 @@ type Pipeline struct {
 	breakers *resilience.Breakers
 	idem     Idempotency
 	budget   func(server string) RetryBudget
+	state    func(catalog.Tool) (bool, string)
 	onCall   func(Outcome)
 }
 
@@ -123,7 +128,7 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	}
 	p := &Pipeline{cat: cat, up: up, logger: o.Logger,
 		authz: o.Authorizer, recorder: o.Recorder, redactor: o.Redactor, limiter: o.Limiter,
-		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, onCall: o.OnCall}
+		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, onCall: o.OnCall}
 	p.tuning.Store(newTuning(Tuning{Timeout: o.Timeout, Retry: o.Retry, Fallbacks: o.Fallbacks}))
 	return p
 }

@@ -419,3 +419,19 @@ func TestRetryBudgetStopsRetries(t *testing.T) {
 		t.Errorf("calls = %d, budget calls = %d, want 1 and 1", up.count("a/read"), b.calls.Load())
 	}
 }
+
+func TestDisabledTool(t *testing.T) {
+	up := newScripted(func(string, string, int) (*mcp.CallToolResult, error) { return text("x"), nil })
+	p := New(pipelineCatalog(t), up, &Options{ToolState: func(t catalog.Tool) (bool, string) {
+		return t.Name != "a.write", "version 0.9 is not compatible"
+	}})
+	if _, err := p.CallTool(t.Context(), Call{Name: "a.write"}); CodeOf(err) != CodeToolDisabled || !contains(err.Error(), "0.9") {
+		t.Fatalf("disabled tool: %v", err)
+	}
+	if _, err := p.CallTool(t.Context(), Call{Name: "a.read"}); err != nil {
+		t.Fatalf("enabled tool: %v", err)
+	}
+	if up.count("a/write") != 0 {
+		t.Error("a disabled tool reached the upstream")
+	}
+}

@@ -99,7 +99,7 @@ type callState struct {
 // CallTool runs one call through the pipeline. The stages, in order:
 //
 //  1. validate the arguments and resolve the name against the catalog
-//     snapshot (404 when unknown);
+//     snapshot (404 when unknown; 409 when the tool is disabled);
 //  2. identity: a pipeline with an Authorizer refuses calls without one;
 //  3. rate limit per agent (429 with Retry-After);
 //  4. authorize (default deny; 403 naming the rule);
@@ -146,6 +146,12 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 	var err error
 	if *tool, err = p.Resolve(c); err != nil {
 		return nil, err
+	}
+	if p.state != nil {
+		if ok, why := p.state(*tool); !ok {
+			return nil, &Error{Code: CodeToolDisabled, Server: tool.Server,
+				Message: fmt.Sprintf("tool %q is disabled: %s", tool.Name, why)}
+		}
 	}
 	if p.authz != nil && c.Identity.ID == "" {
 		st.decision = authz.Decision{Rule: "unauthenticated", Reason: "no credentials"}
