@@ -122,28 +122,30 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	}
 	a.reg.onChange = a.policyChanged
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
-		Timeout:     time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
-		Retry:       retryPolicy(s),
-		Fallbacks:   cfg.Fallbacks,
-		Logger:      o.Logger,
-		Authorizer:  a.sec.engine,
-		Recorder:    a.sec.recorder,
-		Redactor:    a.sec.redactor,
-		Limiter:     a.sec.limiter,
-		Bulkhead:    a.sec.bulk,
-		Breakers:    a.sec.breakers,
-		Idempotency: a.sec.idem,
-		RetryBudget: a.sec.budget,
-		ToolState:   a.manifests.state,
-		OnCall:      a.onCall,
+		Timeout:      time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
+		Retry:        retryPolicy(s),
+		Fallbacks:    cfg.Fallbacks,
+		Logger:       o.Logger,
+		Authorizer:   a.sec.engine,
+		Recorder:     a.sec.recorder,
+		Redactor:     a.sec.redactor,
+		Limiter:      a.sec.limiter,
+		Bulkhead:     a.sec.bulk,
+		Breakers:     a.sec.breakers,
+		Idempotency:  a.sec.idem,
+		RetryBudget:  a.sec.budget,
+		ToolState:    a.manifests.state,
+		ServerAccess: a.sec.engine.ServerAllowed,
+		OnCall:       a.onCall,
 	})
 	a.front = front.New(a.cat, a.pipe, &front.Options{
 		Logger:         o.Logger,
 		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},
 		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
 			"namespaced by server: <server>" + s.ToolNameSeparator + "<name>.",
-		WithPeer: withPeer,
-		Visible:  a.visible,
+		WithPeer:      withPeer,
+		Visible:       a.visible,
+		ServerVisible: a.sec.engine.ServerAllowed,
 	})
 	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
 	a.fronts = newFrontSet(func(server string) *front.Front {
@@ -153,6 +155,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			Server:         server,
 			WithPeer:       withPeer,
 			Visible:        a.visible,
+			ServerVisible:  a.sec.engine.ServerAllowed,
 		})
 	})
 	start, err := a.reg.load(ctx, cfg)

@@ -365,6 +365,25 @@ func TestTwoAgentsThroughMCP(t *testing.T) {
 		t.Errorf("agent-b echo _meta = %v, want code denied", res.Meta)
 	}
 
+	// Resources and prompts follow the grants: agent-b sees and reads none,
+	// agent-a (a grant on a demo tool) sees and reads demo's.
+	if res, err := b.ListResources(t.Context(), nil); err != nil || len(res.Resources) != 0 {
+		t.Errorf("agent-b resources = %v, %v; want none", res, err)
+	}
+	if prompts, err := b.ListPrompts(t.Context(), nil); err != nil || len(prompts.Prompts) != 0 {
+		t.Errorf("agent-b prompts = %v, %v; want none", prompts, err)
+	}
+	resA, err := a.ListResources(t.Context(), nil)
+	if err != nil || len(resA.Resources) == 0 {
+		t.Fatalf("agent-a resources = %v, %v; want demo's", resA, err)
+	}
+	if _, err := b.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: resA.Resources[0].URI}); err == nil || !strings.Contains(err.Error(), "may not use") {
+		t.Errorf("agent-b reading %s: %v, want a denial", resA.Resources[0].URI, err)
+	}
+	if _, err := a.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: resA.Resources[0].URI}); err != nil {
+		t.Errorf("agent-a reading %s: %v", resA.Resources[0].URI, err)
+	}
+
 	// The denial is in the audit log.
 	waitFor(t, "the denial in the audit log", func() bool {
 		_, body := g.restAs(t, admin, "GET", "/api/v1/audit?agent_id=agent-b&decision=DENY", nil)

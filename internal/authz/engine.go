@@ -539,3 +539,28 @@ func (e *Engine) hasGrant(id string) bool {
 func short(id string) string {
 	return id[:min(8, len(id))]
 }
+
+// ServerAllowed reports whether id may use the resources and prompts of
+// server: admins may; others when the workspace layer lets them reach the
+// server and they hold at least one live grant on it. Resources and prompts
+// carry no per-item grants, so reaching a server's tools is what opens them.
+func (e *Engine) ServerAllowed(id Identity, server string) bool {
+	if id.Admin {
+		return true
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if matchAny(id.DenyServers, server) {
+		return false
+	}
+	if access, ok := e.pol.ServerAccess[server]; ok && access != "" && !strings.EqualFold(access, "allow") && !matchAny(id.AllowServers, server) {
+		return false
+	}
+	now := e.now()
+	for _, g := range e.byAgent[id.AgentID] {
+		if match(g.Server, server) && (g.ExpiresAt == nil || now.Before(*g.ExpiresAt)) {
+			return true
+		}
+	}
+	return false
+}

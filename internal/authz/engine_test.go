@@ -369,3 +369,33 @@ func (w *world) grantID(t *testing.T, agent, server, tool string) string {
 	t.Fatalf("no grant of %s on %s.%s", agent, server, tool)
 	return ""
 }
+
+func TestServerAllowed(t *testing.T) {
+	ctx := context.Background()
+	e, err := New(ctx, newFakeStore(), Policy{ServerAccess: map[string]string{"secret": "deny"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []Grant{{AgentID: "a", Server: "fs", Tool: "read"}, {AgentID: "a", Server: "secret", Tool: "*"}} {
+		if _, _, err := e.Grant(ctx, g, GrantOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := Identity{ID: "key:a", AgentID: "a"}
+	for _, tc := range []struct {
+		id     Identity
+		server string
+		want   bool
+	}{
+		{a, "fs", true},
+		{a, "other", false},  // no grant on it
+		{a, "secret", false}, // default_access deny
+		{Identity{ID: "key:a", AgentID: "a", AllowServers: []string{"secret"}}, "secret", true},
+		{Identity{ID: "key:a", AgentID: "a", DenyServers: []string{"fs"}}, "fs", false},
+		{Identity{ID: "x", AgentID: "x", Admin: true}, "other", true},
+	} {
+		if got := e.ServerAllowed(tc.id, tc.server); got != tc.want {
+			t.Errorf("ServerAllowed(%+v, %q) = %v, want %v", tc.id, tc.server, got, tc.want)
+		}
+	}
+}

@@ -58,6 +58,10 @@ type Options struct {
 	// Visible reports whether a caller may see a tool in tools/list; nil
 	// shows every tool. Calls are authorized by the pipeline either way.
 	Visible func(id authz.Identity, t catalog.Tool) bool
+	// ServerVisible reports whether a caller may see a server's resources,
+	// templates and prompts in their lists; nil shows them all. Reads are
+	// authorized by the pipeline either way.
+	ServerVisible func(id authz.Identity, server string) bool
 }
 
 // Keys of a tools/call's _meta that the gateway reads and removes before
@@ -107,6 +111,7 @@ type Front struct {
 	scope    string // Options.Server
 	withPeer func(context.Context, *Peer) context.Context
 	visible  func(authz.Identity, catalog.Tool) bool
+	srvVis   func(authz.Identity, string) bool
 	peers    peerSet
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
@@ -140,6 +145,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		scope:     o.Server,
 		withPeer:  o.WithPeer,
 		visible:   o.Visible,
+		srvVis:    o.ServerVisible,
 		peers:     peerSet{m: map[*mcp.ServerSession]*Peer{}},
 		tools:     map[string]string{},
 		resources: map[string]string{},
@@ -393,6 +399,12 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				}
 			}
 			return res, err
+		case "resources/list", "resources/templates/list", "prompts/list":
+			res, err := next(ctx, method, req)
+			if err == nil && f.srvVis != nil {
+				res = f.filterByServer(callerIdentity(ctx, req), res)
+			}
+			return res, err
 		case "tools/call":
 		default:
 			return next(ctx, method, req)
@@ -477,6 +489,79 @@ func (f *Front) filterTools(id authz.Identity, lr *mcp.ListToolsResult) *mcp.Lis
 		}
 	}
 	return &out
+}
+
+// filterByServer drops from a resources, templates or prompts list the
+// items of servers id may not use.
+func (f *Front) filterByServer(id authz.Identity, res mcp.Result) mcp.Result {
+	allowed := map[string]bool{}
+	ok := func(server string) bool {
+		if server == "" {
+			return false
+		}
+		v, seen := allowed[server]
+		if !seen {
+			v = f.srvVis(id, server)
+			allowed[server] = v
+		}
+		return v
+	}
+	snap := f.cat.Snapshot()
+	serverOfURI := func(uri string) string {
+		if f.scope != "" {
+			return f.scope
+		}
+		server, _, found := snap.ResolveURI(uri)
+		if !found {
+			return ""
+		}
+		return server
+	}
+	switch r := res.(type) {
+	case *mcp.ListResourcesResult:
+		out := *r
+		out.Resources = nil
+		for _, it := range r.Resources {
+			if ok(serverOfURI(it.URI)) {
+				out.Resources = append(out.Resources, it)
+			}
+		}
+		if out.Resources == nil {
+			out.Resources = []*mcp.Resource{}
+		}
+		return &out
+	case *mcp.ListResourceTemplatesResult:
+		out := *r
+		out.ResourceTemplates = nil
+		for _, it := range r.ResourceTemplates {
+			if ok(serverOfURI(it.URITemplate)) {
+				out.ResourceTemplates = append(out.ResourceTemplates, it)
+			}
+		}
+		if out.ResourceTemplates == nil {
+			out.ResourceTemplates = []*mcp.ResourceTemplate{}
+		}
+		return &out
+	case *mcp.ListPromptsResult:
+		out := *r
+		out.Prompts = nil
+		for _, it := range r.Prompts {
+			server := f.scope
+			if server == "" {
+				if p, found := snap.Prompt(it.Name); found {
+					server = p.Server
+				}
+			}
+			if ok(server) {
+				out.Prompts = append(out.Prompts, it)
+			}
+		}
+		if out.Prompts == nil {
+			out.Prompts = []*mcp.Prompt{}
+		}
+		return &out
+	}
+	return res
 }
 
 // callerIdentity is who sent req: the identity the HTTP front door

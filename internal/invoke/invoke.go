@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,9 @@ type Options struct {
 	// RetryBudget returns the retry budget of a server.
 	RetryBudget func(server string) RetryBudget
 
+	// ServerAccess, if set, says whether the caller (the identity in the
+	// request's ctx) may use a server's resources and prompts.
+	ServerAccess func(id authz.Identity, server string) bool
 	// ToolState, if set, says whether a tool is enabled; a disabled tool's
 	// calls fail with CodeToolDisabled and the reason.
 	ToolState func(t catalog.Tool) (enabled bool, reason string)
@@ -111,6 +115,7 @@ type Pipeline struct {
 	idem     Idempotency
 	budget   func(server string) RetryBudget
 	state    func(catalog.Tool) (bool, string)
+	access   func(authz.Identity, string) bool
 	onCall   func(Outcome)
 }
 
@@ -128,7 +133,7 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	}
 	p := &Pipeline{cat: cat, up: up, logger: o.Logger,
 		authz: o.Authorizer, recorder: o.Recorder, redactor: o.Redactor, limiter: o.Limiter,
-		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, onCall: o.OnCall}
+		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, access: o.ServerAccess, onCall: o.OnCall}
 	p.tuning.Store(newTuning(Tuning{Timeout: o.Timeout, Retry: o.Retry, Fallbacks: o.Fallbacks}))
 	return p
 }
@@ -223,6 +228,9 @@ func (p *Pipeline) resolveURI(snap *catalog.Snapshot, scope, uri string) (server
 func (p *Pipeline) ReadResource(ctx context.Context, scope string, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
 	snap := p.cat.Snapshot()
 	server, original, err := p.resolveURI(snap, scope, params.URI)
+	if err == nil {
+		err = p.checkServer(ctx, server, "resources")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +276,9 @@ func (p *Pipeline) resolvePrompt(scope, name string) (server, original string, e
 // GetPrompt renders a prompt by its name (namespaced, or scope's own).
 func (p *Pipeline) GetPrompt(ctx context.Context, scope string, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
 	server, original, err := p.resolvePrompt(scope, params.Name)
+	if err == nil {
+		err = p.checkServer(ctx, server, "prompts")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +311,9 @@ func (p *Pipeline) Complete(ctx context.Context, scope string, params *mcp.Compl
 		server, ref.URI, err = p.resolveURI(p.cat.Snapshot(), scope, ref.URI)
 	default:
 		err = &Error{Code: CodeInvalidArgument, Message: "unknown completion ref type " + quote(ref.Type)}
+	}
+	if err == nil {
+		err = p.checkServer(ctx, server, "completions")
 	}
 	if err != nil {
 		return nil, err
@@ -335,6 +349,9 @@ func (p *Pipeline) Unsubscribe(ctx context.Context, scope string, params *mcp.Un
 // bounded by the invocation timeout.
 func (p *Pipeline) onResource(ctx context.Context, scope, uri, op string, do func(ctx context.Context, server, uri string) error) error {
 	server, original, err := p.resolveURI(p.cat.Snapshot(), scope, uri)
+	if err == nil {
+		err = p.checkServer(ctx, server, "resources")
+	}
 	if err != nil {
 		return err
 	}
@@ -364,6 +381,19 @@ func (p *Pipeline) SetLoggingLevel(ctx context.Context, scope string, params *mc
 		}
 	}
 	return first
+}
+
+// checkServer refuses a caller who may not use what server offers.
+func (p *Pipeline) checkServer(ctx context.Context, server, what string) error {
+	if p.access == nil {
+		return nil
+	}
+	id, _ := authz.IdentityFrom(ctx)
+	if p.access(id, server) {
+		return nil
+	}
+	return &Error{Code: CodeDenied, Server: server,
+		Message: fmt.Sprintf("agent %q may not use the %s of server %q (it needs a grant on one of its tools)", id.AgentID, what, server)}
 }
 
 // classify maps a routing failure into the shared vocabulary, keeping the
