@@ -194,6 +194,13 @@ func newServe(e *env) *cobra.Command {
 		Long: `Run the gateway over HTTP: Streamable HTTP MCP at /mcp, legacy SSE at /sse,
 the REST API at /api/v1, /healthz and /readyz.
 
+Every route but the probes needs credentials (Authorization: Bearer <API key
+or JWT>), as the config's auth: section says. With no auth: section the
+gateway runs in local mode: requests without credentials from this machine
+act as the local admin, and it refuses to listen on a non-loopback address.
+SWITCHBOARD_ADMIN_KEY, if set, is an admin API key from the start: use it to
+create the first keys (POST /api/v1/keys).
+
 Configuration precedence: flags > environment > config file > defaults.`,
 		Args: cobra.NoArgs,
 		RunE: f.run(e, app.Run),
