@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/demo"
@@ -559,5 +560,102 @@ func TestRegisterManifest(t *testing.T) {
 	}
 	if code, _ := g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nope", "tools": []any{}}); code != 404 {
 		t.Errorf("unknown server: %d, want 404", code)
+	}
+}
+
+func TestJWTIdentities(t *testing.T) {
+	const admin = "admin-bootstrap-key"
+	secret := strings.Repeat("k", 40)
+	g := startGateway(t, "auth:\n  mode: jwt\n  jwt:\n    secret: ${JWT_SECRET}\n    issuer: https://idp.example\nservers:"+demoServer("demo"),
+		map[string]string{"SWITCHBOARD_ADMIN_KEY": admin, "JWT_SECRET": secret})
+	sign := func(claims jwt.MapClaims) string {
+		claims["iss"] = "https://idp.example"
+		claims["exp"] = time.Now().Add(time.Hour).Unix()
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if code, body := g.restAs(t, admin, "POST", "/api/v1/mcp/policies/grant", map[string]any{"agent_id": "jwt-agent", "tool_name": "demo.*"}); code >= 300 {
+		t.Fatalf("grant: %d %v", code, body)
+	}
+	agent := sign(jwt.MapClaims{"sub": "jwt-agent"})
+	denied := sign(jwt.MapClaims{"sub": "jwt-agent", "mcpServerDenyIds": []string{"demo"}})
+	isAdmin := sign(jwt.MapClaims{"sub": "someone", "isAdmin": true})
+
+	if names := toolNames(t, g.connectAs(t, agent)); names["demo.echo"] == nil {
+		t.Errorf("granted JWT agent lists %v", keys2(names))
+	}
+	cs := g.connectAs(t, denied)
+	if names := toolNames(t, cs); len(names) != 0 {
+		t.Errorf("JWT agent with demo in mcpServerDenyIds lists %v", keys2(names))
+	}
+	if text, res := callText(t, cs, "demo.echo", map[string]any{"text": "x"}); !res.IsError || !strings.Contains(text, "workspace:deny-id") {
+		t.Errorf("deny id beats the grant: %q", text)
+	}
+	if code, _ := g.restAs(t, isAdmin, "GET", "/api/v1/audit", nil); code != 200 {
+		t.Errorf("isAdmin JWT reading the audit log: %d", code)
+	}
+	none := jwt.NewWithClaims(jwt.SigningMethodNone, jwt.MapClaims{"sub": "x", "isAdmin": true, "iss": "https://idp.example",
+		"exp": time.Now().Add(time.Hour).Unix()})
+	unsigned, _ := none.SignedString(jwt.UnsafeAllowNoneSignatureType)
+	wrongIssuer, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "x", "iss": "https://evil.example",
+		"exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	for name, tok := range map[string]string{"alg none": unsigned, "wrong issuer": wrongIssuer, "garbage": "a.b.c"} {
+		if code, body := g.restAs(t, tok, "GET", "/api/v1/tools", nil); code != 401 {
+			t.Errorf("%s: %d %v, want 401", name, code, body)
+		}
+	}
+}
+
+func TestApprovalTokens(t *testing.T) {
+	const admin = "admin-bootstrap-key"
+	up := newFaultyUpstream(t)
+	g := startGateway(t, "auth:\n  mode: keys\nservers:"+up.yaml("up"), map[string]string{"SWITCHBOARD_ADMIN_KEY": admin})
+	_, body := g.restAs(t, admin, "POST", "/api/v1/keys", map[string]any{"agent_id": "writer"})
+	key, _ := body["key"].(string)
+	args := map[string]any{"text": "approved entry"}
+	code, body := g.restAs(t, admin, "POST", "/api/v1/mcp/policies/grant", map[string]any{"agent_id": "writer", "tool_name": "up.write",
+		"issue_token": true, "bind_arguments": args, "single_use": true})
+	token, _ := body["token"].(string)
+	if code >= 300 || token == "" {
+		t.Fatalf("grant with token: %d %v", code, body)
+	}
+	call := func(params map[string]any, approval string) (int, map[string]any) {
+		extra := map[string]any{}
+		if approval != "" {
+			extra["approval_token"] = approval
+		}
+		b := map[string]any{"server_id": "up", "tool_name": "write", "params": params}
+		for k, v := range extra {
+			b[k] = v
+		}
+		return g.restAs(t, key, "POST", "/api/v1/mcp/invoke", b)
+	}
+	if code, body := call(args, ""); code != 403 || !strings.Contains(fmt.Sprint(body), "token-missing") {
+		t.Errorf("high-risk call without a token: %d %v", code, body)
+	}
+	if code, body := call(map[string]any{"text": "something else"}, token); code != 403 || !strings.Contains(fmt.Sprint(body), "token-args") {
+		t.Errorf("token bound to other arguments: %d %v", code, body)
+	}
+	if code, body := call(args, token); code != 200 || body["success"] != true {
+		t.Fatalf("approved call: %d %v", code, body)
+	}
+	if code, body := call(args, token); code != 403 || !strings.Contains(fmt.Sprint(body), "token-used") {
+		t.Errorf("single-use token replayed: %d %v", code, body)
+	}
+	if n := up.count(demo.ToolWrite); n != 1 {
+		t.Errorf("the upstream ran write %d times, want 1", n)
+	}
+
+	// Over MCP the token travels in _meta and is not forwarded upstream.
+	_, body = g.restAs(t, admin, "POST", "/api/v1/mcp/tokens", map[string]any{"agent_id": "writer", "server_id": "up", "tool_name": "write"})
+	mcpToken, _ := body["token"].(string)
+	cs := g.connectAs(t, key)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "up.write", Arguments: args,
+		Meta: mcp.Meta{"switchboard/approval-token": mcpToken}})
+	if err != nil || res.IsError {
+		t.Fatalf("MCP call with an approval token: %v %+v", err, res)
 	}
 }
