@@ -235,6 +235,11 @@ func TestFallbackThroughGateway(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(body["result"]), "via backup") {
 		t.Errorf("fallback result = %v", body["result"])
 	}
+	// MCP clients learn it from _meta.
+	text, res := callText(t, g.connect(t, "/mcp"), "primary.echo", map[string]any{"text": "mcp via backup"})
+	if res.IsError || text != "mcp via backup" || res.Meta["switchboard/served-by"] != "backup.echo" {
+		t.Errorf("MCP fallback: %q, _meta %v", text, res.Meta)
+	}
 }
 
 func TestIdempotencyThroughGateway(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -73,6 +74,9 @@ const (
 	MetaCorrelationID  = "switchboard/correlation-id"
 	MetaTicketID       = "switchboard/ticket-id"
 	MetaTaskID         = "switchboard/task-id"
+	// MetaServedBy is set on a result's _meta when a fallback tool served
+	// the call: the namespaced name of that tool.
+	MetaServedBy = "switchboard/served-by"
 )
 
 // IdentityExtraKey is the auth.TokenInfo.Extra key under which the HTTP
@@ -452,7 +456,16 @@ func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	}
 	res, err := f.caller.CallTool(f.peerCtx(ctx, req.Session), call)
 	if err == nil {
-		return res.CallToolResult, nil
+		if res.ServedBy == "" {
+			return res.CallToolResult, nil
+		}
+		// A fallback served the call: say so, on a copy (results may be
+		// shared by idempotent replays).
+		out := *res.CallToolResult
+		out.Meta = make(mcp.Meta, len(res.Meta)+1)
+		maps.Copy(out.Meta, res.Meta)
+		out.Meta[MetaServedBy] = res.ServedBy
+		return &out, nil
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
