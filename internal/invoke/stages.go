@@ -484,7 +484,7 @@ func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result,
 		rec.Error = err.Error()
 		rec.ErrorCode = string(o.Code)
 	case p.redactor != nil:
-		rec.ResultSummary = p.redactor.Summary(resultValue(res.CallToolResult), summaryMax)
+		rec.ResultSummary = p.summarize(res.CallToolResult)
 		if res.IsError {
 			rec.ErrorCode = "tool_error"
 			rec.Error = toolErrorText(res.CallToolResult)
@@ -493,18 +493,21 @@ func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result,
 	p.recorder.Record(rec)
 }
 
-// resultValue decodes the result into plain JSON values so the redactor can
-// walk it.
-func resultValue(r *mcp.CallToolResult) any {
+// summaryInputMax bounds the results the audit summarizes: redacting means
+// decoding the whole result, which for a large one (a file read) would cost
+// more than the call; its summary then says only how large it was.
+const summaryInputMax = 64 << 10
+
+// summarize is the audit record's redacted, bounded view of a result.
+func (p *Pipeline) summarize(r *mcp.CallToolResult) string {
 	b, err := json.Marshal(r)
 	if err != nil {
-		return nil
+		return ""
 	}
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return nil
+	if len(b) > summaryInputMax {
+		return fmt.Sprintf("(a %d-byte result, not summarized)", len(b))
 	}
-	return v
+	return p.redactor.Summary(json.RawMessage(b), summaryMax)
 }
 
 // toolErrorText is the text of an isError result, bounded, for the audit
