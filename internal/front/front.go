@@ -63,6 +63,13 @@ type Options struct {
 	// templates and prompts in their lists; nil shows them all. Reads are
 	// authorized by the pipeline either way.
 	ServerVisible func(id authz.Identity, server string) bool
+	// ToolExposure is ExposeAll (default) or ExposeSearch: then tools/list
+	// shows only the meta-tools switchboard.search_tools and
+	// switchboard.call_tool (separator as configured), which reach every
+	// tool the caller may call. Ignored on a transparent front.
+	ToolExposure string
+	// Searcher serves search_tools; required for ExposeSearch.
+	Searcher Searcher
 }
 
 // Keys of a tools/call's _meta that the gateway reads and removes before
@@ -116,6 +123,11 @@ type Front struct {
 	withPeer func(context.Context, *Peer) context.Context
 	visible  func(authz.Identity, catalog.Tool) bool
 	srvVis   func(authz.Identity, string) bool
+	searcher Searcher
+	// metaSearch and metaCall are the meta-tools' names in search mode,
+	// "" otherwise.
+	metaSearch, metaCall string
+	metaTools            []*mcp.Tool
 	peers    peerSet
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
@@ -150,6 +162,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		withPeer:  o.WithPeer,
 		visible:   o.Visible,
 		srvVis:    o.ServerVisible,
+		searcher:  o.Searcher,
 		peers:     peerSet{m: map[*mcp.ServerSession]*Peer{}},
 		tools:     map[string]string{},
 		resources: map[string]string{},
@@ -186,6 +199,9 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		SupportedProtocolVersions: ProtocolVersions,
 	})
 	f.server.AddReceivingMiddleware(f.routeMiddleware)
+	if o.ToolExposure == ExposeSearch && o.Server == "" && o.Searcher != nil {
+		f.addMetaTools(cat.Snapshot().Separator())
+	}
 	f.mu.Lock()
 	f.unsubscribe = cat.Subscribe(func(_, next *catalog.Snapshot) { f.syncLocked(next) })
 	f.syncLocked(cat.Snapshot())
@@ -251,6 +267,9 @@ func (f *Front) syncLocked(snap *catalog.Snapshot) {
 			cp := *t.Def
 			cp.Name = t.OriginalName
 			def = &cp
+		}
+		if f.isMeta(def.Name) {
+			continue // the gateway's own meta-tool keeps its name
 		}
 		want[def.Name] = def
 		hash[def.Name] = t.Hash
@@ -397,8 +416,11 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		case "tools/list":
 			res, err := next(ctx, method, req)
-			if err == nil && f.visible != nil {
-				if lr, ok := res.(*mcp.ListToolsResult); ok {
+			if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				switch {
+				case f.metaSearch != "":
+					res = f.onlyMeta(lr)
+				case f.visible != nil:
 					res = f.filterTools(callerIdentity(ctx, req), lr)
 				}
 			}
@@ -414,7 +436,7 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		ctr, ok := req.(*mcp.CallToolRequest)
-		if !ok || ctr.Params == nil {
+		if !ok || ctr.Params == nil || f.isMeta(ctr.Params.Name) {
 			return next(ctx, method, req)
 		}
 		// The catalog calls syncLocked before a new snapshot is visible to
@@ -490,6 +512,15 @@ func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		Content: []mcp.Content{&mcp.TextContent{Text: ie.Message}},
 		Meta:    mcp.Meta{ErrorMetaKey: detail},
 	}, nil
+}
+
+// onlyMeta answers tools/list in search mode: the meta-tools, on one page
+// whatever the catalog's size.
+func (f *Front) onlyMeta(lr *mcp.ListToolsResult) *mcp.ListToolsResult {
+	out := *lr
+	out.Tools = f.metaTools
+	out.NextCursor = ""
+	return &out
 }
 
 // filterTools returns lr without the tools id may not see.
