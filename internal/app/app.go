@@ -85,6 +85,14 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		o.Version = "dev"
 	}
 	s := cfg.Settings
+	// Refuse an unauthenticated public listener before touching anything.
+	listen := s.Listen
+	if o.NoListener {
+		listen = ""
+	}
+	if _, _, err := authMode(cfg, listen, o.Getenv); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", s.Store, err)

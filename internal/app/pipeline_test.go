@@ -654,6 +654,21 @@ func TestApprovalTokens(t *testing.T) {
 		t.Errorf("the upstream ran write %d times, want 1", n)
 	}
 
+	// A retried approved call (same idempotency key) gets the first result:
+	// its single-use token was spent by the first execution.
+	_, body = g.restAs(t, admin, "POST", "/api/v1/mcp/tokens", map[string]any{"agent_id": "writer", "server_id": "up", "tool_name": "write", "single_use": true})
+	once, _ := body["token"].(string)
+	for i := range 2 {
+		code, body := g.restAs(t, key, "POST", "/api/v1/mcp/invoke", map[string]any{"server_id": "up", "tool_name": "write",
+			"params": map[string]any{"text": "retried"}, "approval_token": once, "idempotency_key": "retry-1"})
+		if code != 200 || body["success"] != true {
+			t.Fatalf("approved call with an idempotency key, try %d: %d %v", i+1, code, body)
+		}
+	}
+	if n := up.count(demo.ToolWrite); n != 2 {
+		t.Errorf("the upstream ran write %d times, want 2 (the retry is a replay)", n)
+	}
+
 	// Over MCP the token travels in _meta and is not forwarded upstream.
 	_, body = g.restAs(t, admin, "POST", "/api/v1/mcp/tokens", map[string]any{"agent_id": "writer", "server_id": "up", "tool_name": "write"})
 	mcpToken, _ := body["token"].(string)

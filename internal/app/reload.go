@@ -43,10 +43,12 @@ func (a *App) Reload(ctx context.Context) error {
 		a.logger.Error("config reload failed part way", "file", a.cfg.File, "error", err)
 		return err
 	}
-	// Authorization policy and fallbacks apply at once; authentication and
-	// settings at the next start (logged above).
-	a.cfg = &config.Config{File: a.cfg.File, Servers: next.Servers, Settings: a.cfg.Settings,
-		Auth: a.cfg.Auth, Authz: next.Authz, Fallbacks: next.Fallbacks, Pos: next.Pos}
+	// Servers, the authorization policy, fallbacks and the version matrix
+	// apply at once; authentication and settings at the next start (logged
+	// above).
+	applied := *next
+	applied.File, applied.Settings, applied.Auth = a.cfg.File, a.cfg.Settings, a.cfg.Auth
+	a.cfg = &applied
 	a.policyChanged()
 	s := a.cfg.Settings
 	a.pipe.Retune(invoke.Tuning{Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond, Retry: retryPolicy(s), Fallbacks: next.Fallbacks})

@@ -62,9 +62,10 @@ func authMode(cfg *config.Config, listen string, getenv func(string) string) (id
 			if cfg.File != "" {
 				where = cfg.File
 			}
-			return ic, "", fmt.Errorf("refusing to listen on %s without authentication: anyone who can reach it could call every tool. "+
-				"Add an auth: section to %s (mode: keys, then create keys with %s set; or mode: jwt), or listen on 127.0.0.1",
-				listen, where, AdminKeyEnv)
+			return ic, "", config.Errors{{File: cfg.File, Field: "settings.listen", Msg: fmt.Sprintf(
+				"refusing to listen on %s without authentication: anyone who can reach it could call every tool. "+
+					"Add an auth: section to %s (mode: keys, then create keys with %s set; or mode: jwt), or listen on 127.0.0.1",
+				listen, where, AdminKeyEnv)}}
 		}
 		ic.Mode = identity.ModeLocal
 		return ic, "no auth section: local mode, requests without credentials from this machine (loopback) act as the local admin; " +
@@ -213,7 +214,11 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 		}
 	}
 
-	sec.bulk = resilience.NewBulkheads(resilience.BulkheadSettings{MaxConcurrent: s.BulkheadMaxConcurrent, MaxQueue: s.BulkheadMaxQueue})
+	queue := s.BulkheadMaxQueue
+	if queue == 0 {
+		queue = -1 // the setting's 0 means no queue; the bulkhead's 0 means its default
+	}
+	sec.bulk = resilience.NewBulkheads(resilience.BulkheadSettings{MaxConcurrent: s.BulkheadMaxConcurrent, MaxQueue: queue})
 	sec.limiter = resilience.NewRateLimiter(resilience.RateLimit{Rate: s.RateLimitPerSecond, Burst: s.RateLimitBurst}, nil)
 	sec.idem = resilience.NewIdempotency[*invoke.Result](s.IdempotencyTTL, s.IdempotencyMaxEntries, nil)
 	return sec, nil
@@ -225,7 +230,11 @@ func (sec *security) budget(server string) invoke.RetryBudget {
 	defer sec.budgetMu.Unlock()
 	b, ok := sec.budgets[server]
 	if !ok {
-		b = resilience.NewRetryBudget(resilience.RetryBudgetSettings{Ratio: sec.budgetRatio}, nil)
+		ratio := sec.budgetRatio
+		if ratio == 0 {
+			ratio = -1 // the setting's 0 means no ratio share; the budget's 0 means its default
+		}
+		b = resilience.NewRetryBudget(resilience.RetryBudgetSettings{Ratio: ratio}, nil)
 		sec.budgets[server] = b
 	}
 	return b
@@ -300,7 +309,7 @@ func hasBearer(r *http.Request) bool {
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, "{\"error\":{\"status\":%d,\"code\":%q,\"message\":%q}}\n", status, code, msg)
+	fmt.Fprintf(w, "{\"error\":{\"code\":%q,\"message\":%q}}\n", code, msg)
 }
 
 // replicaName identifies this gateway process in audit rows.

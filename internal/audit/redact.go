@@ -39,10 +39,11 @@ const maxDepth = 10000
 
 // Redactor replaces the values of sensitive keys so that arguments and
 // results can be hashed and summarized without carrying secrets into the
-// audit log. Only keys are inspected, never string contents: matching
-// "Bearer …" inside free text would be guesswork, and the log stores a hash
-// of the arguments, not the arguments. A Redactor is immutable and safe for
-// concurrent use.
+// audit log. Keys are inspected, and strings that hold a JSON object or
+// array (tool results often carry JSON as text) are redacted as JSON; free
+// text is not scanned: matching "Bearer …" inside prose would be guesswork,
+// and the log stores a hash of the arguments, not the arguments. A Redactor
+// is immutable and safe for concurrent use.
 type Redactor struct {
 	re *regexp.Regexp
 }

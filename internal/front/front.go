@@ -128,7 +128,7 @@ type Front struct {
 	// "" otherwise.
 	metaSearch, metaCall string
 	metaTools            []*mcp.Tool
-	peers    peerSet
+	peers                peerSet
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash

@@ -66,6 +66,7 @@ type RetryBudget interface {
 // *resilience.Idempotency[*Result] implements it.
 type Idempotency interface {
 	DoFingerprint(ctx context.Context, key, fingerprint string, fn func(context.Context) (*Result, error)) (*Result, bool, error)
+	Peek(key, fingerprint string) (*Result, bool, error)
 }
 
 // Outcome is what the pipeline reports of every tools/call it handled, for
@@ -131,9 +132,12 @@ func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
 	out := *res // a replayed result is shared: give each caller its own copy
 	out.CorrelationID = c.CorrelationID
 	out.Decision = st.decision
-	if !out.Replayed {
+	if out.Replayed {
+		out.Attempts = 0 // this request called nothing
+	} else {
 		out.Attempts = st.attempts
 		out.ServedBy = st.servedBy
+		out.RoutingTime = max(time.Since(start)-out.ExecutionTime, 0)
 	}
 	return &out, nil
 }
@@ -163,6 +167,32 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 				Message: fmt.Sprintf("agent %q is over its rate limit; retry after %s", c.Identity.AgentID, after.Round(time.Millisecond))}
 		}
 	}
+	var key, fp string
+	if c.IdempotencyKey != "" && p.idem != nil {
+		key, fp = c.Identity.AgentID+"\x00"+c.IdempotencyKey, fingerprint(tool.Name, c.Arguments)
+		// A replay returns the first execution's result: it is authorized
+		// like any call, except that it needs no approval token, which the
+		// first execution spent (a single-use one cannot be shown twice).
+		prev, ok, err := p.idem.Peek(key, fp)
+		if err != nil {
+			return nil, idemConflict(c, *tool, err)
+		}
+		if ok {
+			noToken := c
+			noToken.ApprovalToken = ""
+			d, err := p.authorize(ctx, noToken, *tool)
+			if err != nil && !(d.TokenRequired && strings.HasPrefix(d.Rule, "high-risk:token")) {
+				st.decision = d
+				return nil, err
+			}
+			d.Allow = true
+			d.Rule = "replay+" + d.Rule
+			st.decision = d
+			r := *prev
+			r.Replayed = true
+			return &r, nil
+		}
+	}
 	if st.decision, err = p.authorize(ctx, c, *tool); err != nil {
 		return nil, err
 	}
@@ -172,15 +202,13 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 	run := func(ctx context.Context) (*Result, error) {
 		return p.execute(ctx, c, *tool, st, t)
 	}
-	if c.IdempotencyKey == "" || p.idem == nil {
+	if key == "" {
 		return run(ctx)
 	}
-	key := c.Identity.AgentID + "\x00" + c.IdempotencyKey
-	res, shared, err := p.idem.DoFingerprint(ctx, key, fingerprint(tool.Name, c.Arguments), run)
+	res, shared, err := p.idem.DoFingerprint(ctx, key, fp, run)
 	switch {
 	case errors.Is(err, resilience.ErrIdempotencyConflict):
-		return nil, &Error{Code: CodeIdempotencyConflict, Server: tool.Server, Err: err,
-			Message: "idempotency key " + quote(c.IdempotencyKey) + " was already used for a different call"}
+		return nil, idemConflict(c, *tool, err)
 	case err != nil:
 		return nil, err
 	}
@@ -190,6 +218,11 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 		return &r, nil
 	}
 	return res, nil
+}
+
+func idemConflict(c Call, t catalog.Tool, err error) error {
+	return &Error{Code: CodeIdempotencyConflict, Server: t.Server, Err: err,
+		Message: "idempotency key " + quote(c.IdempotencyKey) + " was already used for a different call"}
 }
 
 // authorize asks the Authorizer; no Authorizer means authorization is off

@@ -141,6 +141,32 @@ func (c *Idempotency[T]) DoFingerprint(ctx context.Context, key, fingerprint str
 	}
 }
 
+// Peek returns the stored result for key without running or waiting for
+// anything: ok is true for a live stored result whose fingerprint matches.
+// A stored or running call with another fingerprint is
+// ErrIdempotencyConflict. It lets a caller check, before work that must
+// happen only once per execution (spending a single-use approval), whether
+// this request is a replay.
+func (c *Idempotency[T]) Peek(key, fingerprint string) (v T, ok bool, err error) {
+	if key == "" {
+		return v, false, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expireLocked(c.clock.Now())
+	if el, found := c.entries[key]; found {
+		e := el.Value.(*idemEntry[T])
+		if fingerprintsConflict(e.fingerprint, fingerprint) {
+			return v, false, fmt.Errorf("idempotency key %q: %w", key, ErrIdempotencyConflict)
+		}
+		return e.v, true, nil
+	}
+	if call, found := c.inflight[key]; found && fingerprintsConflict(call.fingerprint, fingerprint) {
+		return v, false, fmt.Errorf("idempotency key %q (in flight): %w", key, ErrIdempotencyConflict)
+	}
+	return v, false, nil
+}
+
 func (c *Idempotency[T]) run(ctx context.Context, key string, call *idemCall[T], fn func(context.Context) (T, error)) {
 	defer func() {
 		c.mu.Lock()

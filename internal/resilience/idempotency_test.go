@@ -356,3 +356,19 @@ func TestIdempotencyDoFingerprintInFlight(t *testing.T) {
 		t.Errorf("%d callers had shared=false, want exactly 1", leaders)
 	}
 }
+
+func TestIdempotencyPeek(t *testing.T) {
+	c := NewIdempotency[string](time.Minute, 10, newFakeClock())
+	if _, ok, err := c.Peek("k", "fp1"); ok || err != nil {
+		t.Fatalf("empty cache: ok=%v err=%v", ok, err)
+	}
+	if _, _, err := c.DoFingerprint(t.Context(), "k", "fp1", func(context.Context) (string, error) { return "v", nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := c.Peek("k", "fp1"); !ok || err != nil || v != "v" {
+		t.Errorf("stored: %q ok=%v err=%v", v, ok, err)
+	}
+	if _, ok, err := c.Peek("k", "fp2"); ok || !errors.Is(err, ErrIdempotencyConflict) {
+		t.Errorf("other fingerprint: ok=%v err=%v, want a conflict", ok, err)
+	}
+}
