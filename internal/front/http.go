@@ -56,6 +56,12 @@ type HTTPOptions struct {
 	// can resume with Last-Event-ID. nil means an in-memory store owned by
 	// the handler (bounded, see mcp.MemoryEventStore).
 	EventStore mcp.EventStore
+	// Stateless serves every Streamable HTTP request on its own temporary
+	// session (no Mcp-Session-Id): any replica behind a load balancer can
+	// answer any request of a client. The price: no server-to-client
+	// requests (sampling, elicitation, roots) or notifications outside a
+	// call's response stream, and no resumption.
+	Stateless bool
 }
 
 func (o *HTTPOptions) resolve() HTTPOptions {
@@ -99,10 +105,11 @@ func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
 			EventStore:          store,
 			SessionTimeout:      o.SessionTimeout,
 			MaxRequestBodyBytes: o.MaxBodyBytes,
+			Stateless:           o.Stateless,
 			// The guard does the same check, with AllowedHosts on top.
 			DisableLocalhostProtection: true,
 		})
-	return newHTTPGuard(h, o, f.logger, true)
+	return newHTTPGuard(h, o, f.logger, !o.Stateless)
 }
 
 // SSEHandler serves the legacy HTTP+SSE transport (mount at /sse) behind

@@ -626,3 +626,25 @@ func TestHTTPSessionTimeout(t *testing.T) {
 		}
 	})
 }
+
+func TestHTTPStateless(t *testing.T) {
+	fx := newHTTPFixture(t, &httpCaller{}, &front.HTTPOptions{Stateless: true})
+	// A bare tools/call with no session at all: any replica could answer it.
+	resp, body := fx.do(t, rawRequest{method: "POST", path: "/mcp", body: echoCall(1, "no-session")})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "no-session") {
+		t.Fatalf("stateless call without a session: %d %s", resp.StatusCode, body)
+	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		t.Errorf("stateless answer carries a session id %q", id)
+	}
+	// A go-sdk client works as usual.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: fx.srv.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "demo.echo", Arguments: map[string]any{"text": "sdk"}})
+	if err != nil || res.IsError {
+		t.Fatalf("sdk client on a stateless endpoint: %v %+v", err, res)
+	}
+}
