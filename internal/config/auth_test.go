@@ -437,6 +437,9 @@ func TestExampleFileParses(t *testing.T) {
 	if cfg.Auth == nil || cfg.Auth.JWT == nil || len(cfg.Authz.RoleRestrictions) == 0 || len(cfg.Fallbacks) == 0 {
 		t.Errorf("uncommented example lacks auth, authz or fallbacks: %+v", cfg)
 	}
+	if cfg.Search.Embeddings == nil || len(cfg.Skills.Taxonomy) == 0 || cfg.Front.ToolExposure != ToolExposureSearch {
+		t.Errorf("uncommented example lacks search, skills or front: %+v %+v %+v", cfg.Search, cfg.Skills, cfg.Front)
+	}
 }
 
 // exampleKeyRE matches a commented-out line of YAML in the example: a

@@ -48,10 +48,25 @@
 //	  admin_needs_token: false
 //	fallbacks:
 //	  github__search_code: [files__search_files]
+//	search:
+//	  embeddings:                  # absent = lexical ranking only
+//	    url: https://api.openai.com/v1
+//	    model: text-embedding-3-small
+//	    api_key_env: OPENAI_API_KEY  # the variable's NAME, never the key
+//	skills:
+//	  taxonomy:                    # replaces the built-in skills
+//	    - id: issue_tracking
+//	      name: Issue tracking
+//	      description: Create, search and update issues and tickets
+//	      examples: [open a bug report]
+//	  classifier: {mode: offline}  # offline (default) | llm
+//	front:
+//	  tool_exposure: search        # all (default) | search
 //
 // The environment overrides the auth section too: SWITCHBOARD_AUTH_MODE sets
 // auth.mode (creating the section), and SWITCHBOARD_JWT_SECRET or
 // SWITCHBOARD_JWKS_URL replaces the jwt key source; see [Auth] and [JWT].
+// SWITCHBOARD_TOOL_EXPOSURE overrides front.tool_exposure.
 //
 // Secrets (header values, env values, bearer tokens, the JWT secret) are never
 // included in an error message; use [Server.Redacted] and [JWT.Redacted]
@@ -123,11 +138,21 @@ type Config struct {
 	// server -> tool -> accepted versions. A manifest registering a tool
 	// with another version registers it disabled.
 	ToolVersions map[string]map[string][]string
-	// Pos is the position of each key of the auth, authz and fallbacks
-	// sections by field path, e.g. Pos["fallbacks.a.search[0]"] or
-	// Pos["authz.role_restrictions.review.allowed_tools[1]"], so problems
-	// found after loading (an unknown tool after discovery) can point at the
-	// line. Nil when the file has none of them.
+	// Search is the search: section; the zero value ranks lexically only.
+	Search Search
+	// Skills is the skills: section; the zero value means the built-in
+	// taxonomy and the offline classifier. [Parse] fills the classifier's
+	// defaults ([DefaultClassifier]) even when the file has no section.
+	Skills Skills
+	// Front is the front: section. [Parse] sets ToolExposure to "all" when
+	// neither the file nor SWITCHBOARD_TOOL_EXPOSURE sets it.
+	Front Front
+	// Pos is the position of each key of the sections other than servers
+	// and settings by field path, e.g. Pos["fallbacks.a.search[0]"],
+	// Pos["authz.role_restrictions.review.allowed_tools[1]"] or
+	// Pos["skills.taxonomy[2].id"], so problems found after loading (an
+	// unknown tool after discovery) can point at the line. Nil when the
+	// file has none of them.
 	Pos map[string]Pos
 }
 

@@ -585,6 +585,153 @@ func TestParseErrors(t *testing.T) {
 			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_JWKS_URL", Msg: "it has no scheme"}},
 		},
 		{
+			name: "search unknown key with suggestion",
+			yaml: "search:\n  embedings: {}\n",
+			want: []wantErr{{Line: 2, Field: "search.embedings", Msg: `unknown field "embedings" (did you mean "embeddings"?)`}},
+		},
+		{
+			name: "embeddings unknown key with suggestion",
+			yaml: "search:\n  embeddings:\n    url: https://e/v1\n    model: m\n    batchsize: 8\n",
+			want: []wantErr{{Line: 5, Field: "search.embeddings.batchsize", Msg: `(did you mean "batch_size"?)`}},
+		},
+		{
+			name: "embeddings without url and model",
+			yaml: "search:\n  embeddings:\n    batch_size: 8\n",
+			want: []wantErr{
+				{Line: 2, Field: "search.embeddings.url", Msg: "url is required"},
+				{Line: 2, Field: "search.embeddings.model", Msg: "model is required"},
+			},
+		},
+		{
+			name: "embeddings empty mapping",
+			yaml: "search:\n  embeddings: {}\n",
+			want: []wantErr{
+				{Line: 2, Field: "search.embeddings.url", Msg: "url is required"},
+				{Line: 2, Field: "search.embeddings.model", Msg: "model is required"},
+			},
+		},
+		{
+			name: "embeddings url not http",
+			yaml: "search:\n  embeddings:\n    url: ftp://e/v1\n    model: m\n",
+			want: []wantErr{{Line: 3, Field: "search.embeddings.url", Msg: `scheme "ftp" is not supported`}},
+		},
+		{
+			name: "embeddings batch size and timeout out of range",
+			yaml: "search:\n  embeddings:\n    url: https://e\n    model: m\n    batch_size: 0\n    timeout_seconds: 301\n",
+			want: []wantErr{
+				{Line: 5, Field: "search.embeddings.batch_size", Msg: "must be between 1 and 2048 (got 0)"},
+				{Line: 6, Field: "search.embeddings.timeout_seconds", Msg: "must be between 1 and 300 (got 301)"},
+			},
+		},
+		{
+			name: "embeddings timeout not an integer",
+			yaml: "search:\n  embeddings: {url: \"https://e\", model: m, timeout_seconds: 1.5}\n",
+			want: []wantErr{{Line: 2, Field: "search.embeddings.timeout_seconds", Msg: "must be an integer"}},
+		},
+		{
+			name: "api_key_env holding a literal key",
+			yaml: "search:\n  embeddings:\n    url: https://e\n    model: m\n    api_key_env: sk-proj-abc123\n",
+			want: []wantErr{{Line: 5, Field: "search.embeddings.api_key_env", Msg: "put the key in an environment variable and name the variable here"}},
+		},
+		{
+			name: "api_key_env not a variable name",
+			yaml: "skills:\n  classifier:\n    mode: llm\n    url: https://e\n    model: m\n    api_key_env: MY-KEY\n",
+			want: []wantErr{{Line: 6, Field: "skills.classifier.api_key_env", Msg: "not a valid environment variable name"}},
+		},
+		{
+			name: "classifier unknown mode",
+			yaml: "skills:\n  classifier:\n    mode: gpt\n",
+			want: []wantErr{{Line: 3, Field: "skills.classifier.mode", Msg: `unknown mode "gpt": must be "offline" (the default) or "llm"`}},
+		},
+		{
+			name: "llm classifier without url and model",
+			yaml: "skills:\n  classifier:\n    mode: llm\n",
+			want: []wantErr{
+				{Line: 2, Field: "skills.classifier.url", Msg: "url is required"},
+				{Line: 2, Field: "skills.classifier.model", Msg: "model is required"},
+			},
+		},
+		{
+			name: "llm classifier url without scheme",
+			yaml: "skills:\n  classifier: {mode: llm, url: \"localhost:11434/v1\", model: m}\n",
+			want: []wantErr{{Line: 2, Field: "skills.classifier.url", Msg: "must be an absolute http:// or https:// URL"}},
+		},
+		{
+			name: "url and model with the offline classifier",
+			yaml: "skills:\n  classifier:\n    url: https://e\n    model: m\n    api_key_env: K\n",
+			want: []wantErr{
+				{Line: 3, Field: "skills.classifier.url", Msg: `only used with mode: llm (the mode is "offline")`},
+				{Line: 4, Field: "skills.classifier.model", Msg: "only used with mode: llm"},
+				{Line: 5, Field: "skills.classifier.api_key_env", Msg: "only used with mode: llm"},
+			},
+		},
+		{
+			name: "classifier numbers out of range",
+			yaml: "skills:\n  classifier:\n    batch_size: 201\n    concurrency: 0\n    timeout_seconds: 601\n    concurency: 2\n",
+			want: []wantErr{
+				{Line: 3, Field: "skills.classifier.batch_size", Msg: "must be between 1 and 200 (got 201)"},
+				{Line: 4, Field: "skills.classifier.concurrency", Msg: "must be between 1 and 64 (got 0)"},
+				{Line: 5, Field: "skills.classifier.timeout_seconds", Msg: "must be between 1 and 600 (got 601)"},
+				{Line: 6, Field: "skills.classifier.concurency", Msg: `(did you mean "concurrency"?)`},
+			},
+		},
+		{
+			name: "taxonomy duplicate and badly spelled ids",
+			yaml: "skills:\n  taxonomy:\n    - {id: files, name: Files, description: d}\n    - {id: files, name: F, description: d}\n    - {id: File-System, name: F, description: d}\n",
+			want: []wantErr{
+				{Line: 4, Field: "skills.taxonomy[1].id", Msg: `duplicate skill id "files" (first at skills.taxonomy[0])`},
+				{Line: 5, Field: "skills.taxonomy[2].id", Msg: `invalid skill id "File-System": use snake_case`},
+			},
+		},
+		{
+			name: "taxonomy skill without id, name and description",
+			yaml: "skills:\n  taxonomy:\n    - examples: [x]\n      name: \" \"\n",
+			want: []wantErr{
+				{Line: 3, Field: "skills.taxonomy[0].id", Msg: "id is required"},
+				{Line: 3, Field: "skills.taxonomy[0].name", Msg: "name is required"},
+				{Line: 3, Field: "skills.taxonomy[0].description", Msg: "description is required"},
+			},
+		},
+		{
+			name: "taxonomy empty examples and unknown key",
+			yaml: "skills:\n  taxonomy:\n    - id: db\n      name: Database\n      description: SQL\n      examples: [\"\", query rows, \"  \"]\n      keywords: [sql, ~]\n      example: [x]\n",
+			want: []wantErr{
+				{Line: 6, Field: "skills.taxonomy[0].examples[0]", Msg: "must not be empty"},
+				{Line: 6, Field: "skills.taxonomy[0].examples[2]", Msg: "must not be blank"},
+				{Line: 7, Field: "skills.taxonomy[0].keywords[1]", Msg: "must be a string, got null"},
+				{Line: 8, Field: "skills.taxonomy[0].example", Msg: `unknown field "example" (did you mean "examples"?)`},
+			},
+		},
+		{
+			name: "taxonomy not a list",
+			yaml: "skills:\n  taxonomy: {id: x}\n",
+			want: []wantErr{{Line: 2, Field: "skills.taxonomy", Msg: "must be a list, got a mapping"}},
+		},
+		{
+			name: "tool_exposure unknown",
+			yaml: "front:\n  tool_exposure: some\n  tool_exposur: all\n",
+			want: []wantErr{
+				{Line: 2, Field: "front.tool_exposure", Msg: `invalid value "some": must be one of "all" or "search"`},
+				{Line: 3, Field: "front.tool_exposur", Msg: `(did you mean "tool_exposure"?)`},
+			},
+		},
+		{
+			name: "tool_exposure unknown from env",
+			yaml: "front:\n  tool_exposure: all\n",
+			env:  map[string]string{"SWITCHBOARD_TOOL_EXPOSURE": "none"},
+			want: []wantErr{{File: EnvironmentFile, Field: "SWITCHBOARD_TOOL_EXPOSURE", Msg: `invalid value "none"`}},
+		},
+		{
+			name: "unknown key in skills with suggestion",
+			yaml: "skills:\n  clasifier: {}\n",
+			want: []wantErr{{Line: 2, Field: "skills.clasifier", Msg: `unknown field "clasifier" (did you mean "classifier"?)`}},
+		},
+		{
+			name: "front misspelled at the top level",
+			yaml: "fron:\n  tool_exposure: search\n",
+			want: []wantErr{{Line: 1, Field: "fron", Msg: `(did you mean "front"?)`}},
+		},
+		{
 			name: "every problem reported at once, in file order",
 			yaml: "servers:\n  a.b:\n    transport: stdio\n    command: x\n  c:\n    transport: http\nsettings:\n  log_level: loud\nextra: 1\n",
 			want: []wantErr{
@@ -1411,6 +1558,11 @@ func FuzzParse(f *testing.F) {
 		"fallbacks:\n  p.search: [p.find, p.grep]\nsettings:\n  rate_limit_per_second: 0.5\n  audit_redact_pattern: \"(?i)key\"\n"))
 	f.Add([]byte("auth: &a\n  mode: keys\nauthz: {high_risk_tools: *a}\nfallbacks: {<<: {x.y: [x.z]}}\n"))
 	f.Add([]byte("auth:\n  mode: jwt\n  jwt: {jwks_url: \"https://idp/jwks\", issuer: i}\nsettings: {tool_name_separator: __}\nfallbacks: {a__b: [a__c]}\n"))
+	f.Add([]byte("search:\n  embeddings: {url: \"https://e/v1\", model: m, api_key_env: K, batch_size: 8, timeout_seconds: 2}\n" +
+		"skills:\n  taxonomy:\n    - &s {id: a_b, name: A, description: d, examples: [x], keywords: [y]}\n    - {<<: *s, id: c}\n" +
+		"  classifier: {mode: llm, url: \"http://l:1\", model: m, batch_size: 3, concurrency: 2, timeout_seconds: 9}\nfront: {tool_exposure: search}\n"))
+	f.Add([]byte("search: {embeddings: ~}\nskills: {taxonomy: [], classifier: {mode: offline}}\nfront:\n  tool_exposure: all\n"))
+	f.Add([]byte("skills:\n  taxonomy: [{id: x}, ~, [1], {id: x, name: n, description: d, examples: [\"\"]}]\n  classifier: {url: u, api_key_env: sk-x}\n"))
 	getenv := envFunc(map[string]string{"A": "a", "B": "b", "T": "t", "Y": "y"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data, getenv)
@@ -1450,6 +1602,31 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("accepted a secret that does not expand: %v", err)
 				}
 			}
+		}
+		if e := cfg.Search.Embeddings; e != nil {
+			if checkHTTPURL(e.URL) != "" || e.Model == "" || e.BatchSize < 1 || e.BatchSize > maxEmbeddingsBatchSize ||
+				e.TimeoutSeconds < 1 || e.TimeoutSeconds > maxEmbeddingsTimeoutSeconds || (e.APIKeyEnv != "" && !envNameRE.MatchString(e.APIKeyEnv)) {
+				t.Fatalf("accepted embeddings %+v", e)
+			}
+		}
+		switch c := cfg.Skills.Classifier; {
+		case c.Mode != ClassifierOffline && c.Mode != ClassifierLLM,
+			c.BatchSize < 1 || c.BatchSize > maxClassifierBatchSize,
+			c.Concurrency < 1 || c.Concurrency > maxClassifierConcurrency,
+			c.TimeoutSeconds < 1 || c.TimeoutSeconds > maxClassifierTimeoutSeconds,
+			c.Mode == ClassifierLLM && (checkHTTPURL(c.URL) != "" || c.Model == ""),
+			c.Mode == ClassifierOffline && (c.URL != "" || c.Model != "" || c.APIKeyEnv != ""):
+			t.Fatalf("accepted classifier %+v", c)
+		}
+		ids := map[string]bool{}
+		for _, sk := range cfg.Skills.Taxonomy {
+			if !skillIDRE.MatchString(sk.ID) || ids[sk.ID] || strings.TrimSpace(sk.Name) == "" || strings.TrimSpace(sk.Description) == "" {
+				t.Fatalf("accepted skill %+v", sk)
+			}
+			ids[sk.ID] = true
+		}
+		if x := cfg.Front.ToolExposure; x != ToolExposureAll && x != ToolExposureSearch {
+			t.Fatalf("accepted tool exposure %q", x)
 		}
 		for key, list := range cfg.Fallbacks {
 			if !strings.Contains(key, cfg.Settings.ToolNameSeparator) || len(list) == 0 {

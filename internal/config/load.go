@@ -99,7 +99,7 @@ func orOSGetenv(getenv func(string) string) func(string) string {
 // parse returns the config and every problem; the config is complete even when
 // there are problems, which lets Default retry without bad env overrides.
 func parse(name string, data []byte, getenv func(string) string) (*Config, Errors) {
-	cfg := &Config{File: name, Settings: DefaultSettings()}
+	cfg := &Config{File: name, Settings: DefaultSettings(), Skills: Skills{Classifier: DefaultClassifier()}}
 	src := map[string]settingSource{}
 	st := &sections{pos: map[string]Pos{}, bad: map[string]bool{}}
 	var errs Errors
@@ -123,6 +123,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 	errs = append(errs, authErrs...)
 	c := &checker{file: name, pos: st.pos}
 	validateAuth(c, cfg, st, authSrc, getenv)
+	validateFront(c, cfg, st, getenv)
 
 	for i, s := range servers {
 		if bad[i][""] {
@@ -157,7 +158,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 }
 
 // topKeys are the keys allowed at the top level of a file.
-var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions"}
+var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions", "search", "skills", "front"}
 
 // decodeTop decodes the document's top-level mapping into cfg (all but the
 // servers) and returns the servers, the fields of each that failed to decode,
@@ -209,6 +210,15 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 		case "tool_versions":
 			cfg.ToolVersions = d.decodeToolVersions(e.value, st)
 			st.pos["tool_versions"] = e.pos
+		case "search":
+			cfg.Search = d.decodeSearch(e.value, st)
+			st.pos["search"] = e.pos
+		case "skills":
+			cfg.Skills = d.decodeSkills(e.value, st)
+			st.pos["skills"] = e.pos
+		case "front":
+			cfg.Front = d.decodeFront(e.value, st)
+			st.pos["front"] = e.pos
 		default:
 			d.errorf(e.pos, e.key, "unknown top-level key %q: only %s are allowed%s", e.key, quotedTopKeys(), suggest(e.key, topKeys))
 		}
