@@ -57,7 +57,7 @@ var (
 	skillsFields     = []string{"taxonomy", "classifier"}
 	skillDefFields   = []string{"id", "name", "description", "examples", "keywords"}
 	classifierFields = []string{"mode", "url", "model", "api_key_env", "batch_size", "concurrency", "timeout_seconds"}
-	frontFields      = []string{"tool_exposure"}
+	frontFields      = []string{"tool_exposure", "stateless"}
 )
 
 // skillIDRE is the syntax of skill ids: snake_case, so they read the same in
@@ -160,6 +160,11 @@ type Front struct {
 	// meta-tools switchboard.search_tools and switchboard.call_tool are listed). yaml tool_exposure;
 	// env SWITCHBOARD_TOOL_EXPOSURE overrides.
 	ToolExposure string
+	// Stateless (yaml stateless, default false) serves Streamable HTTP
+	// without sessions, so any replica behind a load balancer answers any
+	// request; server-to-client requests (sampling, elicitation) are then
+	// unavailable. See docs/deploy.md.
+	Stateless bool
 }
 
 func readAPIKey(name string, getenv func(string) string) string {
@@ -466,6 +471,9 @@ func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
 				st.bad[f] = true
 			}
 			fr.ToolExposure = v
+		case "stateless":
+			v, _, _ := d.boolean(e.value, f)
+			fr.Stateless = v
 		default:
 			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, frontFields))
 			continue

@@ -16,3 +16,13 @@ func TestToolVersions(t *testing.T) {
 		t.Errorf("ToolVersions (-want +got):\n%s", d)
 	}
 }
+
+func TestFrontStateless(t *testing.T) {
+	cfg, err := Parse("f.yaml", []byte("servers: {}\nfront:\n  stateless: true\n"), func(string) string { return "" })
+	if err != nil || !cfg.Front.Stateless {
+		t.Fatalf("stateless = %v, %v", cfg.Front.Stateless, err)
+	}
+	if _, err := Parse("f.yaml", []byte("servers: {}\nfront:\n  stateless: maybe\n"), func(string) string { return "" }); err == nil {
+		t.Error("stateless: maybe accepted")
+	}
+}
