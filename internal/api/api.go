@@ -148,6 +148,9 @@ type Options struct {
 	Breakers  BreakerLister
 	Stats     StatsSource
 	Registrar Registrar
+	// Search serves /api/v1/search and /api/v1/skills; it filters its
+	// answers per caller itself, so those routes are open to any caller.
+	Search Search
 	// Visible reports whether the caller may see/call a tool; nil = everything visible.
 	// Hidden tools answer like unknown ones, so listings do not leak names.
 	Visible func(id authz.Identity, t catalog.Tool) bool
@@ -176,6 +179,7 @@ type handler struct {
 	breakers   BreakerLister
 	stats      StatsSource
 	registrar  Registrar
+	searcher   Search
 	visible    func(id authz.Identity, t catalog.Tool) bool
 	operation  func(ctx context.Context, op, server, detail string, err error)
 	toolStatus func(t catalog.Tool) ToolStatus
@@ -207,7 +211,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	}
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
-		visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus}
+		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus}
 	return h.routes()
 }
 

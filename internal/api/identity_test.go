@@ -153,6 +153,7 @@ type env struct {
 	audit    *fakeAudit
 	stats    *fakeStats
 	reg      *fakeRegistrar
+	search   *fakeSearch
 	ops      *opLog
 }
 
@@ -167,9 +168,9 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{caller: &fakeCaller{}, keys: &fakeKeys{}, policies: &fakePolicies{}, audit: &fakeAudit{},
-		stats: &fakeStats{}, reg: &fakeRegistrar{}, ops: &opLog{}}
+		stats: &fakeStats{}, reg: &fakeRegistrar{}, search: &fakeSearch{}, ops: &opLog{}}
 	e.api = New(&fakeServers{}, cat, e.caller, &Options{
-		Keys: e.keys, Policies: e.policies, Audit: e.audit, Breakers: fakeBreakers{}, Stats: e.stats, Registrar: e.reg,
+		Keys: e.keys, Policies: e.policies, Audit: e.audit, Breakers: fakeBreakers{}, Stats: e.stats, Registrar: e.reg, Search: e.search,
 		Visible: func(id authz.Identity, t catalog.Tool) bool {
 			return id.Admin || t.OriginalName != "secret"
 		},
@@ -242,6 +243,10 @@ func TestAccess(t *testing.T) {
 		{"GET", "/api/v1/mcp/metrics", "", 200, 403},
 		{"GET", "/api/v1/audit", "", 200, 403},
 		{"GET", "/api/v1/events", "", 0, 403}, // a stream: the admin case is not run here
+		{"POST", "/api/v1/search", `{"query":"echo"}`, 200, 200},
+		{"GET", "/api/v1/skills", "", 200, 200},
+		{"GET", "/api/v1/skills/issue_tracking/tools", "", 200, 200},
+		{"GET", "/api/v1/skills/suggestions", "", 200, 403},
 	}
 	e := newEnv(t)
 	for _, tc := range tests {
@@ -285,6 +290,10 @@ func TestNotConfigured(t *testing.T) {
 		{"GET", "/api/v1/mcp/circuit-breakers", ""},
 		{"GET", "/api/v1/mcp/metrics", ""},
 		{"POST", "/api/v1/mcp/register", `{"server_id":"x"}`},
+		{"POST", "/api/v1/search", `{"query":"q"}`},
+		{"GET", "/api/v1/skills", ""},
+		{"GET", "/api/v1/skills/x/tools", ""},
+		{"GET", "/api/v1/skills/suggestions", ""},
 	} {
 		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
 			rec := httptest.NewRecorder()

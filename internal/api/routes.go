@@ -48,6 +48,13 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/mcp/metrics", h.admin(h.metrics))
 	mux.Handle("GET /api/v1/audit", h.admin(h.queryAudit))
 
+	// Discovery (AG-US2, AG-US3): Search filters what each caller sees.
+	mux.Handle("POST /api/v1/search", h.authed(h.search))
+	mux.Handle("GET /api/v1/skills", h.authed(h.listSkills))
+	mux.Handle("GET /api/v1/skills/{id}/tools", h.authed(h.skillTools))
+	// Suggestions name tools the caller may not be allowed to see.
+	mux.Handle("GET /api/v1/skills/suggestions", h.admin(h.skillSuggestions))
+
 	// Anything else under /api/ answers in the API's error shape rather
 	// than the mux's plain-text 404.
 	mux.Handle("/api/", h.wrap(func(w http.ResponseWriter, r *http.Request) error {

@@ -199,10 +199,11 @@ func (a *App) Ready() bool { return a.ready.Load() }
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authn := a.authenticate
-	mux.Handle("/mcp", authn(a.front.StreamableHandler(nil)))
-	mux.Handle("/sse", authn(a.front.SSEHandler(nil)))
-	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, (*front.Front).StreamableHandler)))
-	mux.Handle("/servers/{name}/sse", authn(a.fronts.handler(a.reg, (*front.Front).SSEHandler)))
+	httpOpts := &front.HTTPOptions{Stateless: a.cfg.Front.Stateless}
+	mux.Handle("/mcp", authn(a.front.StreamableHandler(httpOpts)))
+	mux.Handle("/sse", authn(a.front.SSEHandler(httpOpts)))
+	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).StreamableHandler)))
+	mux.Handle("/servers/{name}/sse", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).SSEHandler)))
 	mux.Handle("GET /metrics", authn(a.metrics.Handler()))
 	apiHandler := a.apiHandler()
 	// Probes stay open: load balancers and kubelets carry no credentials.

@@ -33,7 +33,7 @@ func newFrontSet(build func(string) *front.Front) *frontSet {
 
 // handler serves one endpoint kind of the transparent fronts, 404 for a
 // server the registry does not know. endpoint builds the front's handler.
-func (s *frontSet) handler(reg *registry, endpoint func(*front.Front, *front.HTTPOptions) http.Handler) http.Handler {
+func (s *frontSet) handler(reg *registry, opts *front.HTTPOptions, endpoint func(*front.Front, *front.HTTPOptions) http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		if reg.lookup(name) == nil {
@@ -49,7 +49,7 @@ func (s *frontSet) handler(reg *registry, endpoint func(*front.Front, *front.HTT
 				f = s.build(name)
 				s.fronts[name] = f
 			}
-			h = endpoint(f, nil)
+			h = endpoint(f, opts)
 			s.handlers[key] = h
 		}
 		s.mu.Unlock()
