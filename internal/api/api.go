@@ -109,6 +109,12 @@ type Servers interface {
 	History(ctx context.Context, idOrName string, limit int) ([]ConnectionEvent, error)
 	// Capabilities is what the server said of itself at initialize.
 	Capabilities(ctx context.Context, idOrName string) (Capabilities, error)
+	// Logs returns the last lines (at most max) a stdio server wrote to
+	// stderr; none for other transports.
+	Logs(ctx context.Context, idOrName string, max int) ([]string, error)
+	// SetDefaultAccess changes a runtime-registered server's
+	// default_access ("allow" or "deny"); authorization follows at once.
+	SetDefaultAccess(ctx context.Context, idOrName, access string) (Server, error)
 }
 
 // Capabilities is the upstream's initialize result and what was discovered.

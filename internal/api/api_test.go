@@ -54,6 +54,15 @@ func (f *fakeServers) Capabilities(context.Context, string) (Capabilities, error
 	return Capabilities{Server: "demo"}, nil
 }
 
+func (f *fakeServers) Logs(_ context.Context, _ string, n int) ([]string, error) {
+	lines := []string{"one", "two", "three"}
+	return lines[max(0, len(lines)-n):], nil
+}
+
+func (f *fakeServers) SetDefaultAccess(_ context.Context, idOrName, access string) (Server, error) {
+	return Server{Name: idOrName, DefaultAccess: access}, nil
+}
+
 // fakeCaller answers by tool name.
 type fakeCaller struct{ got invoke.Call }
 
@@ -186,5 +195,36 @@ func TestRegisterMapsBody(t *testing.T) {
 	if d.Transport != "sse" || d.URL != "https://example.com/sse" || d.Headers["Authorization"] != "Bearer ${TOKEN}" ||
 		d.HealthCheckURL != "https://example.com/health" || d.AutoStart == nil || *d.AutoStart {
 		t.Errorf("registered %+v", d)
+	}
+}
+
+func TestLogsWhoamiDefaultAccess(t *testing.T) {
+	h := New(&fakeServers{}, catalog.New(nil), &fakeCaller{}, nil)
+	admin := authz.Identity{ID: "key:a", AgentID: "ops", Admin: true, Method: "key"}
+	do := func(id authz.Identity, method, path, body string) (int, string) {
+		req := httptest.NewRequest(method, path, strings.NewReader(body)).WithContext(authz.WithIdentity(context.Background(), id))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := do(admin, "GET", "/api/v1/aggregator/servers/demo/logs?lines=2", ""); code != 200 || !strings.Contains(body, `"lines":["two","three"]`) {
+		t.Errorf("logs: %d %s", code, body)
+	}
+	if code, _ := do(admin, "GET", "/api/v1/aggregator/servers/demo/logs?lines=0", ""); code != 400 {
+		t.Errorf("logs lines=0: %d, want 400", code)
+	}
+	if code, _ := do(authz.Identity{ID: "key:b", AgentID: "b"}, "GET", "/api/v1/aggregator/servers/demo/logs", ""); code != 403 {
+		t.Errorf("logs as non-admin: %d, want 403", code)
+	}
+	if code, body := do(admin, "GET", "/api/v1/whoami", ""); code != 200 || !strings.Contains(body, `"agent_id":"ops"`) || !strings.Contains(body, `"admin":true`) {
+		t.Errorf("whoami: %d %s", code, body)
+	}
+	if code, body := do(admin, "PATCH", "/api/v1/aggregator/servers/demo", `{"default_access":"deny"}`); code != 200 || !strings.Contains(body, `"default_access":"deny"`) {
+		t.Errorf("default_access: %d %s", code, body)
+	}
+	for _, bad := range []string{`{"default_access":"maybe"}`, `{"default_access":"deny","name":"x"}`, `{}`} {
+		if code, _ := do(admin, "PATCH", "/api/v1/aggregator/servers/demo", bad); code != 400 {
+			t.Errorf("PATCH %s: %d, want 400", bad, code)
+		}
 	}
 }

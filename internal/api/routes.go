@@ -21,6 +21,8 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/discover", h.admin(h.discoverServer))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.authed(h.serverHistory))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.authed(h.serverCapabilities))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}/logs", h.admin(h.serverLogs))
+	mux.Handle("GET /api/v1/whoami", h.authed(h.whoami))
 
 	mux.Handle("GET /api/v1/events", h.admin(h.streamEvents))
 	// Tool listings are filtered per caller (Options.Visible).

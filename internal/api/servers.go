@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"net/http"
 	"strconv"
 	"strings"
@@ -175,21 +176,78 @@ func (h *handler) serverCapabilities(w http.ResponseWriter, r *http.Request) err
 
 // patchRequest is the body of PATCH /api/v1/aggregator/servers/{id}.
 type patchRequest struct {
-	Name string `json:"name"`
+	Name          string `json:"name"`
+	DefaultAccess string `json:"default_access"`
 }
 
+// patchServer renames a runtime-registered server or changes its
+// default_access (one of the two per request).
 func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
 	var req patchRequest
 	if err := h.decode(w, r, &req); err != nil {
 		return err
 	}
-	if req.Name == "" {
-		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name is required (the only field that can be changed)"}
+	id := r.PathValue("id")
+	switch {
+	case req.Name != "" && req.DefaultAccess != "":
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "change name or default_access, not both at once"}
+	case req.DefaultAccess != "":
+		if req.DefaultAccess != "allow" && req.DefaultAccess != "deny" {
+			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: `default_access must be "allow" or "deny"`}
+		}
+		s, err := h.servers.SetDefaultAccess(r.Context(), id, req.DefaultAccess)
+		if err := h.op(r.Context(), "server.default_access", id, "default_access "+quote(req.DefaultAccess), err); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, s)
+		return nil
+	case req.Name == "":
+		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name or default_access is required (the fields that can be changed)"}
 	}
-	s, err := h.servers.Rename(r.Context(), r.PathValue("id"), req.Name)
-	if err := h.op(r.Context(), "server.rename", r.PathValue("id"), "new name "+quote(req.Name), err); err != nil {
+	s, err := h.servers.Rename(r.Context(), id, req.Name)
+	if err := h.op(r.Context(), "server.rename", id, "new name "+quote(req.Name), err); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, s)
 	return nil
+}
+
+// serverLogs serves the last stderr lines of a stdio server.
+func (h *handler) serverLogs(w http.ResponseWriter, r *http.Request) error {
+	n := 100
+	if v := r.URL.Query().Get("lines"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
+			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "lines must be an integer from 1 to 1000"}
+		}
+	}
+	s, err := h.servers.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	lines, err := h.servers.Logs(r.Context(), s.Name, n)
+	if err != nil {
+		return err
+	}
+	if lines == nil {
+		lines = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"server": s.Name, "lines": lines})
+	return nil
+}
+
+// whoami tells callers who the gateway thinks they are (the dashboard hides
+// admin actions from others).
+func (h *handler) whoami(w http.ResponseWriter, r *http.Request) error {
+	id, _ := authz.IdentityFrom(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"id": id.ID, "agent_id": id.AgentID, "roles": nonNil(id.Roles),
+		"workspace": id.Workspace, "admin": id.Admin, "method": id.Method})
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

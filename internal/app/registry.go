@@ -567,6 +567,50 @@ func (r *registry) Remove(ctx context.Context, idOrName string) error {
 	return r.forget(ctx, rec)
 }
 
+// Logs returns the last stderr lines of a stdio server.
+func (r *registry) Logs(_ context.Context, idOrName string, max int) ([]string, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return nil, err
+	}
+	lines := r.ups.Stderr(rec.def.Name)
+	if len(lines) > max {
+		lines = lines[len(lines)-max:]
+	}
+	return lines, nil
+}
+
+// SetDefaultAccess changes a runtime-registered server's default_access
+// without restarting it; the authorization policy follows at once.
+func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string) (api.Server, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, err
+	}
+	if rec.source == sourceConfig {
+		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q is defined in the config file; set its default_access there", rec.def.Name)}
+	}
+	def := rec.def.Clone()
+	def.DefaultAccess = access
+	cfgJSON, err := json.Marshal(storedDef{Server: def, AutoConnect: rec.autoConnect})
+	if err != nil {
+		return api.Server{}, err
+	}
+	// RenameServer to the same name rewrites the stored definition.
+	if err := r.db.RenameServer(ctx, rec.id, def.Name, cfgJSON); err != nil {
+		return api.Server{}, err
+	}
+	// Records are read without the lock: publish a new one, never edit.
+	next := *rec
+	next.def = def
+	r.mu.Lock()
+	r.servers[def.Name] = &next
+	r.mu.Unlock()
+	r.changed()
+	return r.view(&next, r.cat.Snapshot()), nil
+}
+
 // Rename gives a runtime-registered server a new name: its tools' namespaced
 // names follow (AG-US7 AC6), its id and history stay. A connected server is
 // restarted under its new name.
