@@ -1,0 +1,186 @@
+package skills
+
+import (
+	"strings"
+	"unicode"
+)
+
+// token is one word of tool or skill text: the surface form (lower case, as
+// written, used to name suggestions) and its stem (used for matching).
+type token struct {
+	word string
+	stem string
+}
+
+// tokenize splits text into words the way tool names are written by MCP
+// servers: snake_case, kebab-case, camelCase, dotted namespaces and prose all
+// end up as the same lower-case words, so "getTinyImage", "get-tiny-image" and
+// "get tiny image" match. Stop words are dropped, a few common abbreviations
+// are expanded, and each word is stemmed lightly.
+func tokenize(text string) []token { return tokenizeStop(text, true) }
+
+// tokenizeStop is tokenize with the choice to keep stop words: a tool named
+// just "add" or "list" has nothing else to go by, and a skill keyword is a
+// deliberate choice even when it is a common word.
+func tokenizeStop(text string, dropStop bool) []token {
+	var out []token
+	for _, w := range splitWords(text) {
+		for _, x := range expand(w) {
+			if len(x) < 2 || (dropStop && stopWords[x]) || isNumber(x) {
+				continue
+			}
+			out = append(out, token{word: x, stem: stem(x)})
+		}
+	}
+	return out
+}
+
+// splitWords cuts at every non-alphanumeric rune and at camelCase humps
+// ("HTTPServer" → "http", "server"; "sampleLLM" → "sample", "llm"), except
+// in brand names written in camel case ("GitHub", "PayPal").
+func splitWords(s string) []string {
+	var words []string
+	for _, run := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if lower := strings.ToLower(run); compounds[lower] {
+			words = append(words, lower)
+			continue
+		}
+		words = append(words, splitCamel([]rune(run))...)
+	}
+	return words
+}
+
+func splitCamel(rs []rune) []string {
+	var words []string
+	start := 0
+	for i := 1; i < len(rs); i++ {
+		r, prev := rs[i], rs[i-1]
+		if unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev) ||
+			(unicode.IsUpper(prev) && i+1 < len(rs) && unicode.IsLower(rs[i+1]))) {
+			words = append(words, strings.ToLower(string(rs[start:i])))
+			start = i
+		}
+	}
+	return append(words, strings.ToLower(string(rs[start:])))
+}
+
+// compounds are product names that their owners write in camel case; split,
+// they would turn into misleading common words ("git" + "hub").
+var compounds = toSet(`github gitlab youtube paypal openai javascript typescript postgresql mongodb bigquery
+linkedin whatsapp graphql devops pagerduty newrelic clickup openstreetmap huggingface sendgrid todoist youtrack
+mysql dynamodb cloudflare cloudwatch elasticsearch opensearch sharepoint onedrive dropbox hubspot salesforce
+everart firecrawl duckduckgo searxng`)
+
+func isNumber(s string) bool {
+	for _, r := range s {
+		if !unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// expand maps abbreviations that tool authors use interchangeably with the
+// full word, so the taxonomy need not list both.
+func expand(w string) []string {
+	if x, ok := abbreviations[w]; ok {
+		return x
+	}
+	return []string{w}
+}
+
+var abbreviations = map[string][]string{
+	"repo":  {"repository"},
+	"repos": {"repository"},
+	"dir":   {"directory"},
+	"dirs":  {"directory"},
+	"db":    {"database"},
+	"msg":   {"message"},
+	"msgs":  {"message"},
+	"k8s":   {"kubernetes"},
+	"env":   {"environment"},
+	"img":   {"image"},
+	"doc":   {"document"},
+	"docs":  {"document"},
+	"pr":    {"pull", "request"},
+	"prs":   {"pull", "request"},
+	"fs":    {"file", "system"},
+	"calc":  {"calculate"},
+	"pg":    {"postgres"},
+}
+
+// stem strips common English inflections so "files", "issues", "created" and
+// "creating" meet "file", "issue" and "create". It is deliberately crude (no
+// Porter rules): both sides of every comparison go through it, so it only has
+// to be consistent, not linguistically right.
+func stem(w string) string {
+	if len(w) <= 3 {
+		return w
+	}
+	switch {
+	case strings.HasSuffix(w, "ies") && len(w) > 4:
+		w = w[:len(w)-3] + "y"
+	case strings.HasSuffix(w, "sses"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "ches"), strings.HasSuffix(w, "shes"), strings.HasSuffix(w, "xes"):
+		w = w[:len(w)-2]
+	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
+		w = w[:len(w)-1]
+	}
+	switch {
+	case strings.HasSuffix(w, "ing") && len(w) >= 6:
+		w = undouble(w[:len(w)-3])
+	case strings.HasSuffix(w, "ed") && len(w) >= 5:
+		w = undouble(w[:len(w)-2])
+	}
+	if strings.HasSuffix(w, "e") && len(w) > 3 {
+		w = w[:len(w)-1]
+	}
+	return w
+}
+
+// undouble turns "runn" (from "running") into "run".
+func undouble(w string) string {
+	n := len(w)
+	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouls", rune(w[n-1])) {
+		return w[:n-1]
+	}
+	return w
+}
+
+// stopWords carry no evidence for any skill: English function words and the
+// CRUD verbs every tool uses ("get", "list", "create", "delete").
+var stopWords = toSet(`a an the and or but nor of to in on at by for from with without into onto over under
+about as is are was were be been being do does did done has have had having it its it's this that these those
+there their them they you your we our us he she his her i me my not no yes can could should would will shall may
+might must if then else than so such very just only also too more most less least all any each every some
+both either neither one two three n per via using use used uses which who whom whose what when where why how
+get gets set sets list lists create creates delete deletes remove removes update updates add adds new
+multiple specific given return returns returned tool tools mcp server servers client clients item items
+provide provides provided allow allows allowed within across between whether based including include
+includes etc e g ie eg like other another same own make makes made way able need needs want
+value values object objects result results info information detail detailed id ids name names type types
+true false null optional default`)
+
+// weakStems are the stems of verbs and nouns shared by many skills ("search"
+// files, the web or a graph; "read" files, mail or pages): they count, but far
+// less than the nouns that say what a tool works on.
+var weakStems = stemSet(`read write edit open search find fetch run execute send show view check generate
+analyze save load retrieve manage handle work support start stop trigger toggle simulate demonstrate
+perform operation process content contents text data request`)
+
+func stemSet(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[stem(w)] = true
+	}
+	return m
+}
+
+func toSet(words string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(words) {
+		m[w] = true
+	}
+	return m
+}
