@@ -1,5 +1,7 @@
 // Package cli holds the switchboard command line: serve, stdio, demo-server
-// and version. Commands parse flags and hand over to internal/app.
+// and version, which hand over to internal/app, and the operator commands
+// (status, servers, start/stop, tools, call, grant, keys, audit, ...),
+// which talk to a running gateway through internal/apiclient.
 package cli
 
 import (
@@ -57,6 +59,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return ExitOK
 	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code // the command has said why
+	}
 	fmt.Fprintln(stderr, "switchboard:", err)
 	var ue usageError
 	var cerrs config.Errors
@@ -76,11 +82,25 @@ their tools as server.tool, and serves them as ONE MCP server (/mcp, /sse, stdio
 and a REST API (/api/v1).
 
 Run "switchboard serve" to start the gateway on its defaults: the built-in demo
-server, SQLite in ./switchboard.db, http://127.0.0.1:8080/mcp.`,
+server, SQLite in ./switchboard.db, http://127.0.0.1:8080/mcp.
+
+The operator commands (status, servers, start, tools, call, audit, ...) talk to
+a running gateway: --url or SWITCHBOARD_URL (default http://127.0.0.1:8080),
+--api-key or SWITCHBOARD_API_KEY. Listings take -o table|json|yaml; colour
+only on a terminal, never with --no-color or NO_COLOR.
+
+Exit status:
+  0  success
+  1  failure: a call or step failed, a server is down, the gateway refused
+     or cannot be reached
+  2  usage or configuration error: bad flags, arguments or config file`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServe(e), newStdio(e), newDemoServer(e), newVersion(e))
+	root.AddCommand(newServe(e), newStdio(e), newDemoServer(e), newVersion(e),
+		newStatus(e), newServers(e), newLifecycle(e, "start"), newLifecycle(e, "stop"), newLifecycle(e, "restart"),
+		newLifecycle(e, "discover"), newTools(e), newSearch(e), newCall(e), newGrant(e), newRevoke(e), newPolicies(e),
+		newKeys(e), newAudit(e), newBreakers(e))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

@@ -22,7 +22,8 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // TestHelpGolden pins the --help texts: they are documentation, so a change
 // to them should be deliberate (go test ./internal/cli -update).
 func TestHelpGolden(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"stdio", "--help"}, {"demo-server", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"stdio", "--help"}, {"demo-server", "--help"},
+		{"status", "--help"}, {"start", "--help"}, {"call", "--help"}, {"servers", "add", "--help"}} {
 		name := strings.Join(args, "_")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := run(t, args...)

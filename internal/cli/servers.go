@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/apiclient"
+)
+
+func newStatus(e *env) *cobra.Command {
+	r := &remote{e: e}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show every upstream server: state, health, pid, uptime, tools, restarts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := r.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.Servers(cmdContext(cmd))
+			if err != nil {
+				return explain(err, "server listing")
+			}
+			if done, err := r.structured(list); done {
+				return err
+			}
+			t := &table{header: []string{"SERVER", "STATE", "HEALTH", "PID", "UPTIME", "TOOLS", "RESTARTS", "LAST ERROR"}}
+			for _, s := range list.Servers {
+				pid := "-"
+				if s.PID > 0 {
+					pid = strconv.Itoa(s.PID)
+				}
+				t.add(cell{text: s.Name}, cell{text: s.Status, color: stateColor(s.Status)}, health(s.Health),
+					cell{text: pid}, cell{text: humanDuration(time.Duration(s.UptimeSeconds * float64(time.Second)))},
+					cell{text: strconv.Itoa(s.ToolCount)}, cell{text: strconv.Itoa(s.Restarts)}, cell{text: orDash(clip(lastError(s), 60))})
+			}
+			if len(list.Servers) == 0 {
+				fmt.Fprintln(e.stdout, "no servers")
+				return nil
+			}
+			return t.render(e.stdout, r.color())
+		},
+	}
+	r.register(cmd)
+	r.registerOutput(cmd)
+	return cmd
+}
+
+// health summarizes a server's checks for the status table.
+func health(h *api.Health) cell {
+	switch {
+	case h == nil || h.LastCheck == nil:
+		return cell{text: "-"}
+	case h.LastCheckOK:
+		return cell{text: "ok", color: colorGreen}
+	case h.ConsecutiveFailures > 0:
+		return cell{text: fmt.Sprintf("failing (%d)", h.ConsecutiveFailures), color: colorRed}
+	}
+	return cell{text: "failing", color: colorRed}
+}
+
+// lastError is the most telling failure a server reports.
+func lastError(s api.Server) string {
+	switch {
+	case s.ErrorMessage != "":
+		return s.ErrorMessage
+	case s.Health != nil && !s.Health.LastCheckOK && s.Health.LastCheckError != "":
+		return s.Health.LastCheckError
+	}
+	return ""
+}
+
+func newServers(e *env) *cobra.Command {
+	r := &remote{e: e}
+	cmd := &cobra.Command{
+		Use:   "servers",
+		Short: "Add, remove, connect, disconnect upstream servers and read their logs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cmd.Help()
+		},
+	}
+	r.register(cmd)
+	cmd.AddCommand(newServersAdd(r), newServersRm(r), newServersConnect(r, "connect"), newServersConnect(r, "disconnect"), newServersLogs(r))
+	return cmd
+}
+
+func newServersAdd(r *remote) *cobra.Command {
+	var (
+		transport, command, url, cwd, description, prefix, defaultAccess string
+		args, envs, headers                                              []string
+		connect                                                          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add <name>",
+		Short: "Register a server at runtime (stdio, http or sse)",
+		Example: `  switchboard servers add fs --transport stdio --command npx --arg -y --arg @modelcontextprotocol/server-filesystem --arg /tmp --connect
+  switchboard servers add remote --transport http --url https://mcp.example.com/mcp`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			transport = strings.ToLower(transport)
+			switch transport {
+			case "stdio":
+				if command == "" {
+					return usageError{fmt.Errorf("--transport stdio needs --command")}
+				}
+			case "http", "sse":
+				if url == "" {
+					return usageError{fmt.Errorf("--transport %s needs --url", transport)}
+				}
+			default:
+				return usageError{fmt.Errorf("--transport %q: want stdio, http or sse", transport)}
+			}
+			env, err := keyValues("--env", envs)
+			if err != nil {
+				return err
+			}
+			hdrs, err := keyValues("--header", headers)
+			if err != nil {
+				return err
+			}
+			c, err := r.client()
+			if err != nil {
+				return err
+			}
+			req := apiclient.RegisterRequest{Name: a[0], Description: description, TransportType: transport,
+				ConnectionConfig: apiclient.ConnectionConfig{Command: command, Args: args, Env: env, Cwd: cwd, URL: url, Headers: hdrs},
+				AutoConnect:      &connect, DefaultAccess: defaultAccess}
+			if cmd.Flags().Changed("prefix") {
+				req.Prefix = &prefix
+			}
+			s, err := c.RegisterServer(cmdContext(cmd), req)
+			if err != nil {
+				return explain(err, "registering servers")
+			}
+			if done, err := r.structured(s); done {
+				return err
+			}
+			fmt.Fprintf(r.e.stdout, "registered %s (%s, id %s)", s.Name, strings.ToLower(s.TransportType), s.ID)
+			if connect {
+				fmt.Fprintf(r.e.stdout, "; connecting: follow with \"switchboard status\"")
+			}
+			fmt.Fprintln(r.e.stdout)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&transport, "transport", "stdio", "transport: stdio, http or sse")
+	f.StringVar(&command, "command", "", "command to run (stdio)")
+	f.StringArrayVar(&args, "arg", nil, "argument of the command, repeatable, in order (stdio)")
+	f.StringArrayVar(&envs, "env", nil, "environment variable K=V for the command, repeatable (stdio)")
+	f.StringVar(&cwd, "cwd", "", "working directory of the command (stdio)")
+	// --url is the server's endpoint here, as users of "servers add" expect;
+	// the gateway's URL moves to --gateway-url on this command only.
+	f.StringVar(&url, "url", "", "the server's endpoint URL (http, sse); the gateway's URL is --gateway-url here")
+	f.StringVar(&r.url, "gateway-url", "", `gateway URL (default "`+defaultGatewayURL+`"; env `+envURL+`)`)
+	f.StringArrayVar(&headers, "header", nil, "HTTP header K=V sent to the server, repeatable (http, sse)")
+	f.StringVar(&description, "description", "", "what the server is for")
+	f.StringVar(&prefix, "prefix", "", "namespace prefix of its tools (default the server's name; \"\" for none)")
+	f.StringVar(&defaultAccess, "default-access", "", "who may call its tools without a grant: allow or deny")
+	f.BoolVar(&connect, "connect", false, "connect right away")
+	r.registerOutput(cmd)
+	return cmd
+}
+
+// keyValues parses repeated K=V flags.
+func keyValues(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("%s %q: want KEY=VALUE", flag, kv)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func newServersRm(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm <name>",
+		Aliases: []string{"remove"},
+		Short:   "Disconnect and forget a server registered at runtime",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := r.client()
+			if err != nil {
+				return err
+			}
+			if err := c.RemoveServer(cmdContext(cmd), a[0]); err != nil {
+				return explain(err, "removing servers")
+			}
+			fmt.Fprintf(r.e.stdout, "removed %s\n", a[0])
+			return nil
+		},
+	}
+}
+
+// newServersConnect is "servers connect" or "servers disconnect": the
+// plain API call, without the step tracker of start and stop.
+func newServersConnect(r *remote, verb string) *cobra.Command {
+	short := "Start connecting a server (returns at once; see also \"start\")"
+	if verb == "disconnect" {
+		short = "Drain and disconnect a server (see also \"stop\")"
+	}
+	cmd := &cobra.Command{
+		Use:   verb + " <name>",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := r.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmdContext(cmd)
+			if verb == "connect" {
+				res, err := c.ConnectServer(ctx, a[0], false)
+				if err != nil {
+					return explain(err, "connecting servers")
+				}
+				if done, err := r.structured(res); done {
+					return err
+				}
+				fmt.Fprintf(r.e.stdout, "%s: %s\n", res.Server.Name, res.Status)
+				return nil
+			}
+			res, err := c.DisconnectServer(ctx, a[0])
+			if err != nil {
+				return explain(err, "disconnecting servers")
+			}
+			if done, err := r.structured(res); done {
+				return err
+			}
+			fmt.Fprintf(r.e.stdout, "%s: %s (%d calls were in flight)\n", res.Server.Name, res.Status, res.PendingRequests)
+			return nil
+		},
+	}
+	r.registerOutput(cmd)
+	return cmd
+}
+
+func newServersLogs(r *remote) *cobra.Command {
+	var lines int
+	cmd := &cobra.Command{
+		Use:   "logs <name>",
+		Short: "Print the last log lines of a server",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if lines < 1 {
+				return usageError{fmt.Errorf("-n must be at least 1")}
+			}
+			c, err := r.client()
+			if err != nil {
+				return err
+			}
+			logs, err := c.ServerLogs(cmdContext(cmd), a[0], lines)
+			if err != nil {
+				return explain(err, "server logs")
+			}
+			if done, err := r.structured(logs); done {
+				return err
+			}
+			for _, l := range logs.Lines {
+				fmt.Fprintln(r.e.stdout, l)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVarP(&lines, "lines", "n", 50, "how many lines")
+	r.registerOutput(cmd)
+	return cmd
+}
