@@ -26,6 +26,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
+	"github.com/switchboard-mcp/switchboard/internal/web"
 )
 
 // Options are what the command line adds to a config.
@@ -205,6 +206,8 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).StreamableHandler)))
 	mux.Handle("/servers/{name}/sse", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).SSEHandler)))
 	mux.Handle("GET /metrics", authn(a.metrics.Handler()))
+	// The dashboard's assets hold no data: its API calls carry the key.
+	mux.Handle(web.Prefix, web.Handler())
 	apiHandler := a.apiHandler()
 	// Probes stay open: load balancers and kubelets carry no credentials.
 	mux.Handle("GET /healthz", apiHandler)

@@ -1,0 +1,850 @@
+// The switchboard dashboard: a hash router over a few pages, each a view of
+// the REST API. State that changes on its own (server status, breakers)
+// arrives on the events stream; pages re-read what they show when told.
+
+import { api, APIError, describe, EventStream, session } from './api.js';
+import { add, badge, el, fmtDuration, fmtTime, put } from './dom.js';
+import { schemaForm } from './form.js';
+
+const $ = (sel) => document.querySelector(sel);
+const main = $('#main');
+const enc = encodeURIComponent;
+
+const state = {
+  who: null,        // {agent_id, admin, method} when known
+  admin: null,      // true, false, or null while unknown
+  servers: new Map(), // name -> server, as last read or updated by events
+  live: false,      // the events stream is open
+};
+
+// ---- page lifecycle -------------------------------------------------------
+
+let routeSeq = 0;
+let leaving = [];
+const listeners = new Set();
+
+/** onLeave registers cleanup for the current page. */
+function onLeave(fn) { leaving.push(fn); }
+
+/** onEvent subscribes the current page to gateway events until it is left. */
+function onEvent(fn) {
+  listeners.add(fn);
+  onLeave(() => listeners.delete(fn));
+}
+
+/** every runs fn every ms while the page is shown. */
+function every(ms, fn) {
+  const t = setInterval(fn, ms);
+  onLeave(() => clearInterval(t));
+}
+
+/** debounce coalesces bursts (a reconnect emits several events) into one call. */
+function debounce(ms, fn) {
+  let t = null;
+  const d = () => { clearTimeout(t); t = setTimeout(fn, ms); };
+  onLeave(() => clearTimeout(t));
+  return d;
+}
+
+function announce(text) {
+  const r = $('#announce');
+  r.textContent = '';
+  setTimeout(() => { r.textContent = text; }, 50);
+}
+
+function message(text, kind = 'error') {
+  return el('div', { class: `msg ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, text);
+}
+
+function page(title, ...children) {
+  const h = el('h1', { tabindex: '-1' }, title);
+  put(main, h, ...children);
+  return h;
+}
+
+function table(headers, rows, caption) {
+  return el('div', { class: 'table-wrap' },
+    el('table', {},
+      caption ? el('caption', { class: 'sr-only' }, caption) : null,
+      el('thead', {}, el('tr', {}, headers.map((h) => el('th', { scope: 'col', class: h.num ? 'num' : null }, h.label || h)))),
+      el('tbody', {}, rows)));
+}
+
+const json = (v) => JSON.stringify(v, null, 2);
+const clip = (text, n) => (text.length > n ? text.slice(0, n - 1) + '…' : text);
+
+/** forbidden notes a 403 from an admin route: the caller is no admin. */
+function noteForbidden(err) {
+  if (err instanceof APIError && err.status === 403 && state.admin !== false) {
+    setAdmin(false);
+  }
+}
+
+function setAdmin(admin) {
+  state.admin = admin;
+  document.body.classList.toggle('non-admin', admin === false);
+}
+
+// ---- router ---------------------------------------------------------------
+
+const routes = [
+  [/^\/servers\/(.+)$/, (m, seq) => serverPage(decodeURIComponent(m[1]), seq), 'servers'],
+  [/^\/servers$/, (m, seq) => serversPage(m, seq), 'servers'],
+  [/^\/tools\/(.+)$/, (m, seq) => toolPage(decodeURIComponent(m[1]), seq), 'tools'],
+  [/^\/tools$/, (m, seq) => toolsPage(m, seq), 'tools'],
+  [/^\/breakers$/, adminOnly('Circuit breakers', breakersPage), 'breakers'],
+  [/^\/audit$/, adminOnly('Audit log', auditPage), 'audit'],
+  [/^\/policies$/, adminOnly('Policies', policiesPage), 'policies'],
+];
+
+/** adminOnly shows a page to admins and says so to everyone else. */
+function adminOnly(title, render) {
+  return (m, seq) => {
+    if (state.admin === false) {
+      page(title, message('This page is for administrators; your key is not an admin key.', 'info'),
+        el('p', {}, el('a', { href: '#/servers' }, 'Go to the servers')));
+      return undefined;
+    }
+    return render(m, seq);
+  };
+}
+
+async function route() {
+  for (const fn of leaving) fn();
+  leaving = [];
+  const seq = ++routeSeq;
+  const path = location.hash.replace(/^#/, '') || '/servers';
+  for (const [re, render, nav] of routes) {
+    const m = path.match(re);
+    if (!m) continue;
+    for (const a of document.querySelectorAll('#nav a')) {
+      if (a.dataset.page === nav) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    try {
+      await render(m, seq);
+    } catch (err) {
+      if (seq !== routeSeq) return;
+      noteForbidden(err);
+      page('Something went wrong', message(describe(err)));
+    }
+    if (seq === routeSeq) {
+      const h = main.querySelector('h1');
+      if (h && document.activeElement === document.body) h.focus({ preventScroll: true });
+    }
+    return;
+  }
+  location.hash = '#/servers';
+}
+
+/** current reports whether the page that started at seq is still shown. */
+const current = (seq) => seq === routeSeq;
+
+// ---- sign-in and session --------------------------------------------------
+
+const stream = new EventStream(dispatch, (s, status) => {
+  const live = $('#live');
+  live.hidden = false;
+  state.live = s === 'live';
+  live.className = 'live ' + (s === 'live' ? 'on' : 'off');
+  live.textContent = s === 'live' ? 'live' : s === 'reconnecting' ? 'reconnecting…' : 'updates every 10 s';
+  live.title = s === 'unavailable' ? `the events stream answered ${status}; polling instead` : '';
+  if (s === 'live') refreshServers().catch(() => {}); // catch up on what the gap missed
+});
+
+function dispatch(ev) {
+  const e = ev.data && typeof ev.data === 'object' ? ev.data : {};
+  const type = e.type || ev.type;
+  const data = e.data || {};
+  if (type === 'server.status_changed' && data.server) {
+    const s = state.servers.get(data.server) || { name: data.server };
+    s.status = data.to;
+    s.error_message = data.error || '';
+    state.servers.set(data.server, s);
+    announce(`${data.server}: ${data.from || '?'} → ${data.to}${data.error ? ' (' + data.error + ')' : ''}`);
+  }
+  for (const fn of [...listeners]) fn(type, data);
+}
+
+function showSignIn(note) {
+  stream.stop();
+  for (const fn of leaving) fn();
+  leaving = [];
+  routeSeq++;
+  $('#nav').hidden = true;
+  $('#signout').hidden = true;
+  $('#live').hidden = true;
+  $('#who').textContent = '';
+  const input = el('input', { type: 'password', id: 'apikey', name: 'apikey', autocomplete: 'off', 'aria-describedby': 'apikey-hint' });
+  const status = el('div', { 'aria-live': 'polite' });
+  const form = el('form', { class: 'panel signin' },
+    el('h1', { tabindex: '-1' }, 'Sign in'),
+    note ? message(note, 'info') : null,
+    el('div', { class: 'field' },
+      el('label', { for: 'apikey' }, 'API key'),
+      input,
+      el('p', { class: 'hint', id: 'apikey-hint' }, 'An admin key sees everything; an agent key sees its own tools. On a local gateway without an auth section, leave it empty.')),
+    el('button', { type: 'submit' }, 'Sign in'),
+    status);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    put(status);
+    session.key = input.value.trim();
+    try {
+      await api('GET', '/api/v1/aggregator/servers', undefined, { noAuthHook: true });
+    } catch (err) {
+      session.key = '';
+      put(status, message(err.status === 401 ? `That key was not accepted: ${err.message}` : describe(err)));
+      input.focus();
+      return;
+    }
+    signedIn();
+  });
+  put(main, form);
+  input.focus();
+}
+
+async function identify() {
+  try {
+    const w = await api('GET', '/api/v1/whoami');
+    state.who = w;
+    setAdmin(!!w.admin);
+  } catch (err) {
+    if (err.status === 401) throw err;
+    // No whoami route: an admin-only read tells.
+    state.who = null;
+    try {
+      await api('GET', '/api/v1/mcp/circuit-breakers');
+      setAdmin(true);
+    } catch (e2) {
+      if (e2.status === 401) throw e2;
+      setAdmin(e2.status === 403 ? false : null);
+    }
+  }
+  const who = $('#who');
+  if (state.who) who.textContent = `${state.who.agent_id || 'unknown'}${state.who.admin ? ' (admin)' : ''}`;
+  else who.textContent = state.admin ? 'admin' : state.admin === false ? 'agent' : '';
+}
+
+async function signedIn() {
+  try {
+    await identify();
+  } catch (err) {
+    if (err.status === 401) return showSignIn('Your key was not accepted; sign in again.');
+  }
+  $('#nav').hidden = false;
+  $('#signout').hidden = false;
+  if (state.admin !== false) stream.start();
+  else stream.onState('unavailable', 403);
+  if (!location.hash || location.hash === '#') location.hash = '#/servers';
+  else route();
+}
+
+$('#signout').addEventListener('click', () => {
+  session.key = '';
+  state.who = null;
+  state.servers.clear();
+  setAdmin(null);
+  showSignIn('Signed out.');
+});
+
+session.onUnauthorized = () => showSignIn('Your key was not accepted (or has expired); sign in again.');
+window.addEventListener('hashchange', () => { if (!$('#nav').hidden) route(); });
+
+// Uptimes tick in place: cells carry the start time.
+setInterval(() => {
+  for (const c of document.querySelectorAll('[data-started]')) {
+    c.textContent = fmtDuration((Date.now() - Date.parse(c.dataset.started)) / 1000);
+  }
+}, 1000);
+
+async function boot() {
+  try {
+    await api('GET', '/api/v1/aggregator/servers', undefined, { noAuthHook: true });
+  } catch (err) {
+    if (err.status === 401) return showSignIn();
+    page('Cannot load the dashboard', message(describe(err)),
+      el('button', { type: 'button', onclick: () => boot() }, 'Try again'));
+    return;
+  }
+  signedIn();
+}
+
+// ---- servers --------------------------------------------------------------
+
+async function refreshServers() {
+  const body = await api('GET', '/api/v1/aggregator/servers');
+  const list = body.servers || [];
+  state.servers = new Map(list.map((s) => [s.name, s]));
+  return list;
+}
+
+function healthText(s) {
+  const h = s.health;
+  if (!h || (!h.last_check && !h.checks_total)) return { text: '—', cls: 'unknown', title: 'no health check yet' };
+  if (h.last_check_ok) return { text: `ok · ${Math.round(h.response_time_ms)} ms`, cls: 'ok', title: `${h.method}, checked ${fmtTime(h.last_check)}` };
+  return { text: `failing ×${h.consecutive_failures}`, cls: 'failing', title: h.last_check_error || '' };
+}
+
+const serving = (status) => status === 'CONNECTED' || status === 'DEGRADED';
+
+function uptimeCell(s) {
+  if (serving(s.status) && s.started_at) {
+    return el('td', { class: 'num', 'data-started': s.started_at }, fmtDuration((Date.now() - Date.parse(s.started_at)) / 1000));
+  }
+  return el('td', { class: 'num' }, '—');
+}
+
+function serverRow(s) {
+  const h = healthText(s);
+  return el('tr', { 'data-server': s.name },
+    el('th', { scope: 'row' }, el('a', { href: `#/servers/${enc(s.name)}` }, s.name)),
+    el('td', { 'data-field': 'status' }, badge(s.status)),
+    el('td', {}, el('span', { class: `s-${h.cls}`, title: h.title }, h.text)),
+    el('td', { class: 'num' }, String(s.tool_count ?? '—')),
+    el('td', { class: 'num' }, s.pid ? String(s.pid) : '—'),
+    uptimeCell(s),
+    el('td', { class: 'num' }, String(s.restarts ?? 0)),
+    el('td', { class: 'muted' }, (s.transport_type || '').toLowerCase()),
+    el('td', { class: 'err', 'data-field': 'error' }, s.error_message || ''));
+}
+
+/** patchStatus updates one row's status in place, keeping focus and scroll. */
+function patchStatus(tbody, name) {
+  const s = state.servers.get(name);
+  const tr = tbody.querySelector(`tr[data-server="${CSS.escape(name)}"]`);
+  if (!s || !tr) return false;
+  put(tr.querySelector('[data-field="status"]'), badge(s.status));
+  tr.querySelector('[data-field="error"]').textContent = s.error_message || '';
+  return true;
+}
+
+async function serversPage(_m, seq) {
+  const list = await refreshServers();
+  if (!current(seq)) return;
+  const tbody = el('tbody');
+  const render = () => {
+    const rows = [...state.servers.values()].sort((a, b) => a.name.localeCompare(b.name)).map(serverRow);
+    put(tbody, ...rows);
+  };
+  const refresh = async () => {
+    try {
+      await refreshServers();
+      if (current(seq)) render();
+    } catch (err) { /* the next event or tick tries again */ }
+  };
+  const later = debounce(400, refresh);
+  const t = el('div', { class: 'table-wrap' },
+    el('table', { id: 'servers' },
+      el('caption', { class: 'sr-only' }, 'Upstream servers and their status'),
+      el('thead', {}, el('tr', {}, ['Server', 'Status', 'Health', { label: 'Tools', num: true }, { label: 'PID', num: true },
+        { label: 'Uptime', num: true }, { label: 'Restarts', num: true }, 'Transport', 'Last error']
+        .map((h) => el('th', { scope: 'col', class: h.num ? 'num' : null }, h.label || h)))),
+      tbody));
+  page('Servers',
+    el('p', { class: 'muted' }, `${list.length} server${list.length === 1 ? '' : 's'}. Status changes appear here as they happen.`),
+    t,
+    el('div', { class: 'actions' }, el('button', { type: 'button', class: 'secondary', onclick: refresh }, 'Refresh')));
+  render();
+  onEvent((type, data) => {
+    if (type === 'server.status_changed') {
+      if (!patchStatus(tbody, data.server)) render();
+      later(); // pid, uptime, tools follow a status change
+    } else if (type.startsWith('server.')) {
+      later();
+    }
+  });
+  every(10000, () => { if (!state.live) refresh(); });
+}
+
+async function serverPage(name, seq) {
+  const s = await api('GET', `/api/v1/aggregator/servers/${enc(name)}`);
+  if (!current(seq)) return;
+  state.servers.set(s.name, s);
+  const statusBox = el('span', { id: 'server-status' }, badge(s.status));
+  const details = el('div', { class: 'panel' });
+  const toolsBox = el('div', { class: 'panel' }, el('p', { class: 'muted' }, 'Loading tools…'));
+  const historyBox = el('div', {});
+  const logsBox = el('div', {});
+  const result = el('div', { 'aria-live': 'polite' });
+
+  const fillDetails = (s) => {
+    const h = healthText(s);
+    const rows = [
+      ['Status', badge(s.status)],
+      ['Transport', s.transport_type],
+      ['Source', s.source],
+      ['PID', s.pid || '—'],
+      ['Uptime', serving(s.status) && s.started_at ? el('span', { 'data-started': s.started_at }, fmtDuration((Date.now() - Date.parse(s.started_at)) / 1000)) : '—'],
+      ['Restarts', String(s.restarts ?? 0)],
+      ['In flight', String(s.in_flight ?? 0)],
+      ['Health', el('span', { class: `s-${h.cls}`, title: h.title }, h.text)],
+      s.health ? ['Health checks', `${s.health.checks_total} total, ${s.health.checks_failed} failed, error rate ${(100 * (s.health.error_rate || 0)).toFixed(1)} %`] : null,
+      s.health && s.health.last_check_error ? ['Last health error', s.health.last_check_error] : null,
+      ['Connected at', fmtTime(s.connected_at)],
+      s.server_info ? ['Server', `${s.server_info.name} ${s.server_info.version || ''}`] : null,
+      s.protocol_version ? ['Protocol', s.protocol_version] : null,
+      s.default_access ? ['Default access', s.default_access] : null,
+      s.last_exit ? ['Last exit', s.last_exit] : null,
+      s.next_restart_at ? ['Next restart', fmtTime(s.next_restart_at)] : null,
+      s.error_message ? ['Error', el('span', { class: 's-ERROR' }, s.error_message)] : null,
+    ].filter(Boolean);
+    put(details, el('dl', { class: 'props' }, rows.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)])));
+  };
+
+  const loadTools = async () => {
+    try {
+      const body = await api('GET', `/api/v1/tools?server_id=${enc(s.id || name)}`);
+      const tools = body.tools || [];
+      put(toolsBox, tools.length === 0 ? el('p', { class: 'muted' }, 'No tools (the server is not connected, or none are visible to you).')
+        : el('ul', { class: 'plain' }, tools.map((t) => el('li', {},
+          el('a', { href: `#/tools/${enc(t.name)}` }, t.name), ' ',
+          el('span', { class: 'muted' }, t.description || '')))));
+      const rejected = (body.servers || []).flatMap((g) => g.rejected_tools || []);
+      if (rejected.length) add(toolsBox, el('h3', {}, 'Refused by the catalog'), el('ul', { class: 'plain' }, rejected.map((r) => el('li', {}, `${r.kind} ${r.name}: ${r.reason}`))));
+    } catch (err) { put(toolsBox, message(describe(err))); }
+  };
+  const loadHistory = async () => {
+    try {
+      const body = await api('GET', `/api/v1/aggregator/servers/${enc(s.id || name)}/history?limit=50`);
+      const rows = (body.history || []).map((e) => el('tr', {},
+        el('td', {}, fmtTime(e.at)), el('td', {}, badge(e.from_status)), el('td', {}, badge(e.to_status)), el('td', { class: 'err' }, e.error || '')));
+      put(historyBox, rows.length ? table(['When', 'From', 'To', 'Error'], rows, 'Connection history') : el('p', { class: 'muted' }, 'No connection history yet.'));
+    } catch (err) { put(historyBox, message(describe(err))); }
+  };
+  const loadLogs = async () => {
+    try {
+      const body = await api('GET', `/api/v1/aggregator/servers/${enc(s.id || name)}/logs?lines=100`);
+      const lines = (body && body.lines) || [];
+      put(logsBox, lines.length ? el('pre', { class: 'logs', tabindex: '0', 'aria-label': 'Recent log lines' }, lines.join('\n')) : el('p', { class: 'muted' }, 'No logs.'));
+    } catch (err) {
+      noteForbidden(err);
+      put(logsBox, err.status === 404 || err.status === 403 || err.status === 501 ? el('p', { class: 'muted' }, 'No logs.') : message(describe(err)));
+    }
+  };
+  const reload = async () => {
+    try {
+      const fresh = await api('GET', `/api/v1/aggregator/servers/${enc(s.id || name)}`);
+      if (!current(seq)) return;
+      state.servers.set(fresh.name, fresh);
+      put(statusBox, badge(fresh.status));
+      fillDetails(fresh);
+    } catch { /* keep what is shown */ }
+    loadHistory();
+    loadTools();
+  };
+  const later = debounce(400, reload);
+
+  const buttons = [];
+  const act = (label, fn, cls) => {
+    const b = el('button', { type: 'button', class: cls || 'secondary' }, label);
+    b.addEventListener('click', async () => {
+      for (const x of buttons) x.disabled = true;
+      put(result, message(`${label}…`, 'info'));
+      try {
+        const text = await fn();
+        put(result, message(text, 'ok'));
+      } catch (err) {
+        noteForbidden(err);
+        put(result, message(`${label} failed: ${describe(err)}`));
+      } finally {
+        for (const x of buttons) x.disabled = false;
+        later();
+      }
+    });
+    buttons.push(b);
+    return b;
+  };
+  const path = `/api/v1/aggregator/servers/${enc(s.id || name)}`;
+  const connect = async () => (await api('POST', path + '/connect')).message || 'Connection initiated';
+  const disconnect = async () => {
+    const r = await api('POST', path + '/disconnect');
+    return `Disconnected (${r.pending_requests || 0} calls were in flight).`;
+  };
+  const actions = el('div', { class: 'actions admin-only', role: 'group', 'aria-label': 'Server actions' },
+    act('Connect', connect, 'primary'),
+    act('Disconnect', disconnect, 'danger'),
+    act('Restart', async () => { await api('POST', path + '/disconnect'); await api('POST', path + '/connect'); return 'Restarted: connecting again.'; }),
+    act('Discover', async () => { const r = await api('POST', path + '/discover'); return `Discovered ${r.tool_count} tools.`; }));
+
+  const h = page('', );
+  put(h, el('a', { href: '#/servers', class: 'muted', 'aria-label': 'Back to servers' }, 'Servers /'), ' ', s.name, ' ', statusBox);
+  add(main, 
+    s.description ? el('p', {}, s.description) : null,
+    actions, result,
+    el('div', { class: 'grid2' },
+      el('section', { 'aria-labelledby': 'h-details' }, el('h2', { id: 'h-details' }, 'Details'), details),
+      el('section', { 'aria-labelledby': 'h-tools' }, el('h2', { id: 'h-tools' }, 'Tools'), toolsBox)),
+    el('section', { 'aria-labelledby': 'h-logs' }, el('h2', { id: 'h-logs' }, 'Recent log lines'), logsBox),
+    el('section', { 'aria-labelledby': 'h-history' }, el('h2', { id: 'h-history' }, 'Connection history'), historyBox));
+  fillDetails(s);
+  loadTools();
+  loadHistory();
+  loadLogs();
+  onEvent((type, data) => {
+    if (data.server !== s.name) return;
+    if (type === 'server.status_changed') {
+      put(statusBox, badge(data.to));
+      later();
+    } else if (type.startsWith('server.')) {
+      later();
+    }
+  });
+  every(10000, () => { if (!state.live) reload(); });
+}
+
+// ---- tools ----------------------------------------------------------------
+
+let searchSupported = true;
+
+async function toolsPage(_m, seq) {
+  const body = await api('GET', '/api/v1/tools');
+  if (!current(seq)) return;
+  const all = body.tools || [];
+  const input = el('input', { type: 'search', id: 'tool-search', name: 'q', autocomplete: 'off', placeholder: 'e.g. add two numbers', 'aria-describedby': 'tool-search-hint' });
+  const hint = el('p', { class: 'hint', id: 'tool-search-hint' }, 'Searches names and descriptions.');
+  const count = el('p', { class: 'muted', 'aria-live': 'polite', id: 'tool-count' });
+  const tbody = el('tbody');
+  const show = (tools, how) => {
+    count.textContent = `${tools.length} of ${all.length} tools${how ? ' · ' + how : ''}`;
+    put(tbody, ...tools.map((t) => el('tr', { 'data-tool': t.name },
+      el('th', { scope: 'row' }, el('a', { href: `#/tools/${enc(t.name)}` }, t.name)),
+      el('td', {}, t.server_name || (t.source_server && t.source_server.name) || ''),
+      el('td', {}, t.description || ''),
+      el('td', {}, t.score !== undefined ? t.score.toFixed(2) : t.available === false ? badge('unavailable') : ''))));
+  };
+  const local = (q) => {
+    const words = q.toLowerCase().split(/\s+/).filter(Boolean);
+    return all.filter((t) => {
+      const hay = `${t.name} ${t.title || ''} ${t.description || ''} ${t.server_name || ''}`.toLowerCase();
+      return words.every((w) => hay.includes(w));
+    });
+  };
+  let searchSeq = 0;
+  const search = async () => {
+    const q = input.value.trim();
+    const mine = ++searchSeq;
+    if (!q) return show(all, '');
+    if (searchSupported) {
+      try {
+        const r = await api('POST', '/api/v1/search', { query: q, limit: 50 });
+        if (mine !== searchSeq || !current(seq)) return;
+        const ranking = r.metadata && r.metadata.ranking;
+        return show(r.tools || [], `ranked by the gateway${ranking ? ' (' + ranking + ')' : ''}`);
+      } catch (err) {
+        if (err.status !== 404 && err.status !== 501) {
+          if (mine === searchSeq) put(count, message(describe(err)));
+          return;
+        }
+        searchSupported = false;
+      }
+    }
+    if (mine === searchSeq) show(local(q), 'filtered here');
+  };
+  let t = null;
+  input.addEventListener('input', () => { clearTimeout(t); t = setTimeout(search, 250); });
+  onLeave(() => clearTimeout(t));
+  const form = el('form', { role: 'search', class: 'panel' },
+    el('div', { class: 'row' },
+      el('div', { class: 'field' }, el('label', { for: 'tool-search' }, 'Search tools'), input, hint),
+      el('button', { type: 'submit' }, 'Search')));
+  form.addEventListener('submit', (e) => { e.preventDefault(); clearTimeout(t); search(); });
+  page('Tools', form, count,
+    el('div', { class: 'table-wrap' }, el('table', { id: 'tools' },
+      el('caption', { class: 'sr-only' }, 'Tools'),
+      el('thead', {}, el('tr', {}, ['Tool', 'Server', 'Description', ''].map((h) => el('th', { scope: 'col' }, h)))),
+      tbody)));
+  show(all, '');
+}
+
+function renderContent(c) {
+  switch (c.type) {
+    case 'text':
+      return el('pre', { class: 'result-item result-text' }, c.text);
+    case 'image':
+      return el('img', { class: 'result-item', alt: 'image result', src: `data:${c.mimeType};base64,${c.data}` });
+    default:
+      return el('pre', { class: 'result-item' }, json(c));
+  }
+}
+
+async function toolPage(name, seq) {
+  const t = await api('GET', `/api/v1/tools/${enc(name)}`);
+  if (!current(seq)) return;
+  const form = schemaForm(t.input_schema);
+  const out = el('div', { id: 'call-result', 'aria-live': 'polite' });
+  const submit = el('button', { type: 'submit' }, 'Call tool');
+  const f = el('form', { class: 'panel', id: 'try-it', 'aria-labelledby': 'h-try' }, form.node, submit);
+  f.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    let args;
+    try { args = form.read(); } catch (err) {
+      put(out, message(err.message));
+      return;
+    }
+    submit.disabled = true;
+    put(out, message('Calling…', 'info'));
+    try {
+      const r = await api('POST', '/api/v1/tools/call', { name: t.name, arguments: args });
+      const md = r.metadata || {};
+      put(out, 
+        message(r.isError ? 'The tool reported an error:' : `Result from ${md.routed_to || t.server_name} in ${md.execution_time_ms ?? '?'} ms${md.served_by ? ' (served by ' + md.served_by + ')' : ''}:`, r.isError ? 'error' : 'ok'),
+        ...(r.content || []).map(renderContent),
+        r.structuredContent !== undefined ? [el('h3', {}, 'Structured content'), el('pre', {}, json(r.structuredContent))] : null);
+      announce(r.isError ? 'The call returned an error.' : 'The call succeeded.');
+    } catch (err) {
+      put(out, message(`Call failed: ${describe(err)}`));
+      announce('The call failed.');
+    } finally {
+      submit.disabled = false;
+    }
+  });
+  const ann = t.annotations || {};
+  const hints = ['readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'].filter((k) => ann[k] !== undefined).map((k) => `${k.replace('Hint', '')}: ${ann[k]}`);
+  const h = page('');
+  put(h, el('a', { href: '#/tools', class: 'muted', 'aria-label': 'Back to tools' }, 'Tools /'), ' ', t.name, ' ', t.available ? null : badge('unavailable'));
+  add(main, 
+    el('p', {}, t.description || el('span', { class: 'muted' }, 'No description.')),
+    el('dl', { class: 'props panel' },
+      el('dt', {}, 'Server'), el('dd', {}, el('a', { href: `#/servers/${enc(t.server_name)}` }, t.server_name), ' ', badge(t.server_status)),
+      el('dt', {}, 'Upstream name'), el('dd', { class: 'mono' }, t.original_name),
+      t.title ? [el('dt', {}, 'Title'), el('dd', {}, t.title)] : null,
+      hints.length ? [el('dt', {}, 'Annotations'), el('dd', {}, hints.join(', '))] : null),
+    el('div', { class: 'grid2' },
+      el('section', { 'aria-labelledby': 'h-try' }, el('h2', { id: 'h-try' }, 'Try it'), f, out),
+      el('section', { 'aria-labelledby': 'h-schema' }, el('h2', { id: 'h-schema' }, 'Input schema'),
+        el('pre', { tabindex: '0', 'aria-label': 'Input schema' }, json(t.input_schema || {})),
+        t.output_schema ? [el('h2', {}, 'Output schema'), el('pre', { tabindex: '0', 'aria-label': 'Output schema' }, json(t.output_schema))] : null)));
+}
+
+// ---- circuit breakers -----------------------------------------------------
+
+async function breakersPage(_m, seq) {
+  const box = el('div');
+  const load = async () => {
+    try {
+      const body = await api('GET', '/api/v1/mcp/circuit-breakers');
+      if (!current(seq)) return;
+      const list = body.circuit_breakers || [];
+      put(box, list.length === 0 ? el('p', { class: 'muted' }, 'No breakers yet: each server:tool gets one on its first call.')
+        : table(['Breaker', 'State', { label: 'Failures', num: true }, { label: 'Successes', num: true }, 'Last failure', 'Opened', 'Next attempt'],
+          list.map((b) => el('tr', {},
+            el('th', { scope: 'row', class: 'mono' }, b.circuit_key),
+            el('td', {}, badge(b.state)),
+            el('td', { class: 'num' }, String(b.failure_count)),
+            el('td', { class: 'num' }, String(b.success_count)),
+            el('td', {}, fmtTime(b.last_failure_time)),
+            el('td', {}, fmtTime(b.opened_at)),
+            el('td', {}, fmtTime(b.next_attempt_at)))), 'Circuit breakers'));
+    } catch (err) {
+      noteForbidden(err);
+      put(box, message(describe(err)));
+    }
+  };
+  page('Circuit breakers', box, el('div', { class: 'actions' }, el('button', { type: 'button', class: 'secondary', onclick: load }, 'Refresh')));
+  await load();
+  const later = debounce(300, load);
+  onEvent((type) => { if (type.startsWith('circuit.')) later(); });
+  every(15000, () => { if (!state.live) load(); });
+}
+
+// ---- audit log ------------------------------------------------------------
+
+function input(id, label, attrs = {}) {
+  return el('div', { class: 'field' }, el('label', { for: id }, label), el('input', { id, name: id, type: 'text', autocomplete: 'off', ...attrs }));
+}
+
+function select(id, label, options) {
+  return el('div', { class: 'field' }, el('label', { for: id }, label),
+    el('select', { id, name: id }, options.map(([v, t]) => el('option', { value: v }, t))));
+}
+
+async function auditPage(_m, seq) {
+  const form = el('form', { class: 'panel', id: 'audit-filters', 'aria-label': 'Audit filters' },
+    el('div', { class: 'row' },
+      input('agent_id', 'Agent'),
+      input('server_id', 'Server'),
+      input('tool_name', 'Tool'),
+      select('kind', 'Kind', [['', 'any'], ['invocation', 'invocation'], ['operation', 'operation']]),
+      select('decision', 'Decision', [['', 'any'], ['ALLOW', 'ALLOW'], ['DENY', 'DENY']]),
+      select('success', 'Outcome', [['', 'any'], ['true', 'succeeded'], ['false', 'failed']])),
+    el('div', { class: 'row' },
+      input('since', 'Since', { type: 'datetime-local' }),
+      input('until', 'Until', { type: 'datetime-local' }),
+      input('limit', 'Page size', { type: 'number', min: 1, max: 1000, value: 50 }),
+      el('button', { type: 'submit' }, 'Apply filters')));
+  const box = el('div', { 'aria-live': 'polite' });
+  const more = el('button', { type: 'button', class: 'secondary', hidden: true }, 'Load more');
+  let cursor = '';
+  let tbody = null;
+  const query = () => {
+    const q = new URLSearchParams();
+    for (const k of ['agent_id', 'server_id', 'tool_name', 'kind', 'decision', 'success', 'limit']) {
+      const v = form.elements[k].value.trim();
+      if (v) q.set(k, v);
+    }
+    for (const k of ['since', 'until']) {
+      const v = form.elements[k].value;
+      if (v) q.set(k, new Date(v).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+    }
+    if (cursor) q.set('cursor', cursor);
+    return q.toString();
+  };
+  const row = (r) => el('tr', {},
+    el('td', {}, fmtTime(r.invoked_at)),
+    el('td', {}, r.kind),
+    el('td', {}, r.agent_id),
+    el('td', {}, r.server_id),
+    el('td', { class: 'mono' }, r.operation || r.tool_name),
+    el('td', {}, badge(r.policy_decision)),
+    el('td', {}, r.success ? badge('ok') : badge('failing', { title: 'failed' })),
+    el('td', { class: 'num' }, r.latency_ms !== undefined ? r.latency_ms.toFixed(1) : ''),
+    r.error_message ? el('td', { class: 'err' }, `${r.error_code ? r.error_code + ': ' : ''}${r.error_message}`)
+      : el('td', { class: 'summary', title: r.result_summary || '' }, clip(r.result_summary || '', 120)));
+  const load = async (append) => {
+    if (!append) cursor = '';
+    try {
+      const body = await api('GET', '/api/v1/audit?' + query());
+      if (!current(seq)) return;
+      const rows = (body.records || []).map(row);
+      if (!append || !tbody) {
+        if (rows.length === 0) {
+          put(box, el('p', { class: 'muted' }, 'No records match.'));
+          tbody = null;
+        } else {
+          const t = table(['When', 'Kind', 'Agent', 'Server', 'Tool / operation', 'Decision', 'Outcome', { label: 'ms', num: true }, 'Detail'], rows, 'Audit records');
+          tbody = t.querySelector('tbody');
+          put(box, t);
+        }
+      } else {
+        add(tbody, ...rows);
+      }
+      cursor = body.next_cursor || '';
+      more.hidden = !cursor;
+    } catch (err) {
+      noteForbidden(err);
+      put(box, message(describe(err)));
+      more.hidden = true;
+    }
+  };
+  form.addEventListener('submit', (e) => { e.preventDefault(); load(false); });
+  more.addEventListener('click', () => load(true));
+  page('Audit log', form, box, el('div', { class: 'actions' }, more));
+  await load(false);
+}
+
+// ---- policies -------------------------------------------------------------
+
+async function policiesPage(_m, seq) {
+  const accessBox = el('div');
+  const grantsBox = el('div');
+  const status = el('div', { 'aria-live': 'polite' });
+
+  const loadAccess = async () => {
+    const list = await refreshServers();
+    if (!current(seq)) return;
+    put(accessBox, table(['Server', 'Default access', 'Allow by default'], list.map((s) => {
+      const id = `access-${s.id || s.name}`;
+      const access = s.default_access || 'allow';
+      const toggle = el('input', { type: 'checkbox', role: 'switch', id, 'aria-checked': String(access === 'allow') });
+      toggle.checked = access === 'allow';
+      const shown = el('td', {}, badge(access.toUpperCase()));
+      toggle.addEventListener('change', async () => {
+        const want = toggle.checked ? 'allow' : 'deny';
+        toggle.disabled = true;
+        try {
+          const r = await api('PATCH', `/api/v1/aggregator/servers/${enc(s.id || s.name)}`, { default_access: want });
+          const now = (r && r.default_access) || want;
+          put(shown, badge(now.toUpperCase()));
+          toggle.setAttribute('aria-checked', String(now === 'allow'));
+          toggle.disabled = false;
+          announce(`${s.name}: default access ${now}`);
+        } catch (err) {
+          noteForbidden(err);
+          toggle.checked = !toggle.checked;
+          if (err.status === 400 || err.status === 409) {
+            // This gateway cannot change it here (a config-file server, or
+            // an older API): say why where the control is.
+            const why = `Cannot change default access here: ${err.message}`;
+            toggle.title = why;
+            toggle.parentElement.title = why;
+            toggle.setAttribute('aria-description', why);
+          } else {
+            toggle.disabled = false;
+          }
+          put(status, message(`${s.name}: ${describe(err)}`));
+        }
+      });
+      return el('tr', {},
+        el('th', { scope: 'row' }, s.name),
+        shown,
+        el('td', {}, el('span', { class: 'switch' }, toggle, el('label', { for: id }, `Allow ${s.name} by default`))));
+    }), 'Per-server default access'));
+  };
+
+  const loadGrants = async () => {
+    try {
+      const body = await api('GET', '/api/v1/mcp/policies');
+      if (!current(seq)) return;
+      const grants = body.grants || [];
+      put(grantsBox, grants.length === 0 ? el('p', { class: 'muted' }, 'No grants.')
+        : table(['Agent', 'Server', 'Tool', 'Actions', 'Granted', 'By', 'Expires', ''], grants.map((g) => el('tr', {},
+          el('td', {}, g.agent_id), el('td', {}, g.server_id || ''), el('td', { class: 'mono' }, g.tool_name),
+          el('td', {}, (g.actions || []).join(', ')), el('td', {}, fmtTime(g.granted_at)), el('td', {}, g.granted_by || ''),
+          el('td', {}, g.expires_at ? fmtTime(g.expires_at) : 'never'),
+          el('td', {}, el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant of ${g.tool_name} to ${g.agent_id}`, onclick: async (e) => {
+            e.target.disabled = true;
+            try {
+              await api('DELETE', `/api/v1/mcp/policies/grant/${enc(g.id)}`);
+              put(status, message(`Revoked ${g.tool_name} from ${g.agent_id}.`, 'ok'));
+              loadGrants();
+            } catch (err) {
+              e.target.disabled = false;
+              put(status, message(describe(err)));
+            }
+          } }, 'Revoke')))), 'Grants'));
+    } catch (err) {
+      noteForbidden(err);
+      put(grantsBox, message(describe(err)));
+    }
+  };
+
+  const grantForm = el('form', { class: 'panel', 'aria-labelledby': 'h-grant' },
+    el('h2', { id: 'h-grant' }, 'Grant a tool'),
+    el('div', { class: 'row' },
+      input('grant-agent', 'Agent ID', { required: true }),
+      input('grant-tool', 'Tool or pattern', { required: true, placeholder: 'demo.echo or demo.*' }),
+      input('grant-server', 'Server (optional)'),
+      input('grant-actions', 'Actions', { value: 'invoke' }),
+      input('grant-expires', 'Expires (optional)', { type: 'datetime-local' }),
+      el('button', { type: 'submit' }, 'Grant')));
+  grantForm.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const v = (id) => grantForm.elements[id].value.trim();
+    const req = {
+      agent_id: v('grant-agent'), tool_name: v('grant-tool'), server_id: v('grant-server'),
+      actions: v('grant-actions').split(',').map((s) => s.trim()).filter(Boolean),
+    };
+    if (v('grant-expires')) req.expires_at = new Date(v('grant-expires')).toISOString();
+    try {
+      await api('POST', '/api/v1/mcp/policies/grant', req);
+      put(status, message(`Granted ${req.tool_name} to ${req.agent_id}.`, 'ok'));
+      grantForm.reset();
+      loadGrants();
+    } catch (err) {
+      noteForbidden(err);
+      put(status, message(describe(err)));
+    }
+  });
+
+  page('Policies', status,
+    el('section', { 'aria-labelledby': 'h-access' }, el('h2', { id: 'h-access' }, 'Default access per server'),
+      el('p', { class: 'muted' }, 'Deny admits only callers whose allow list (allow_servers) names the server; allow (the default) admits everyone else the policy allows.'),
+      accessBox),
+    el('section', { 'aria-labelledby': 'h-grants' }, el('h2', { id: 'h-grants' }, 'Grants'), grantsBox),
+    grantForm);
+  await Promise.all([loadAccess(), loadGrants()]);
+  onEvent((type) => { if (type === 'policy.changed') loadGrants(); });
+}
+
+boot();

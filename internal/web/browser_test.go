@@ -1,0 +1,220 @@
+//go:build unix
+
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/web"
+)
+
+// demoEnv makes this test binary act as the demo server when the gateway
+// under test starts it as a stdio upstream (the config's command is mapped
+// to os.Args[0]).
+const demoEnv = "SWITCHBOARD_TEST_RUN_DEMO"
+
+const chromium = "/usr/bin/chromium"
+
+var updateScreenshot = flag.Bool("update-screenshot", false, "copy the servers page screenshot to docs/dashboard.png")
+
+func TestMain(m *testing.M) {
+	if os.Getenv(demoEnv) == "1" {
+		if err := demo.RunStdio(context.Background(), nil); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// lockedBuffer collects a child's output from its copying goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// browserDeps returns the playwright-core module directory, or skips (fails
+// with SWITCHBOARD_REQUIRE_BROWSER=1) when the browser, node or the pinned
+// npm module is missing.
+func browserDeps(t *testing.T) string {
+	t.Helper()
+	missing := func(what string) {
+		if os.Getenv("SWITCHBOARD_REQUIRE_BROWSER") == "1" {
+			t.Fatalf("%s is missing, and SWITCHBOARD_REQUIRE_BROWSER=1", what)
+		}
+		t.Skipf("%s is missing (apt-get install chromium; make npm)", what)
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing(chromium)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		missing("node")
+	}
+	pw := filepath.Join(repoRoot(), "testdata", "npm", "node_modules", "playwright-core")
+	if _, err := os.Stat(filepath.Join(pw, "package.json")); err != nil {
+		missing("playwright-core (testdata/npm)")
+	}
+	return pw
+}
+
+// startGateway runs a real gateway (API keys, the demo server over stdio,
+// and a second one left stopped) with the dashboard mounted beside it, as the binary serves it.
+func startGateway(t *testing.T, adminKey string) *httptest.Server {
+	t.Helper()
+	yaml := `
+auth:
+  mode: keys
+servers:
+  demo:
+    transport: stdio
+    command: switchboard
+    args: [demo-server]
+    env: {` + demoEnv + `: "1"}
+    auto_start: true
+  scratch:
+    description: a second demo server, left stopped
+    transport: stdio
+    command: switchboard
+    args: [demo-server]
+    env: {` + demoEnv + `: "1"}
+    auto_start: false
+`
+	getenv := func(k string) string {
+		if k == app.AdminKeyEnv {
+			return adminKey
+		}
+		return os.Getenv(k)
+	}
+	cfg, err := config.Parse("test.yaml", []byte(yaml), getenv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	cfg.Settings.Store = filepath.Join(t.TempDir(), "switchboard.db")
+	logs := &lockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0]})
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	a.StartAndWait()
+	mux := http.NewServeMux()
+	mux.Handle(web.Prefix, web.Handler())
+	mux.Handle("/", a.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close(context.Background())
+		if t.Failed() {
+			t.Logf("gateway logs:\n%s", logs.String())
+		}
+	})
+	return srv
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium against a
+// real gateway: sign-in, servers and tools, a disconnect and reconnect seen
+// live, search, a call from the "try it" form, audit; see
+// testdata/dashboard.cjs. Screenshots go to $SWITCHBOARD_ARTIFACTS (or a
+// temporary directory).
+func TestDashboardInBrowser(t *testing.T) {
+	pw := browserDeps(t)
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	adminKey := "sb_test_admin_" + hex.EncodeToString(secret)
+	srv := startGateway(t, adminKey)
+
+	artifacts := os.Getenv("SWITCHBOARD_ARTIFACTS")
+	if artifacts == "" {
+		artifacts = t.TempDir()
+	} else {
+		artifacts = filepath.Join(artifacts, "dashboard")
+		if err := os.MkdirAll(artifacts, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	script := filepath.Join("testdata", "dashboard.cjs")
+	// Reading it makes go test's cache notice when the script changes.
+	if _, err := os.ReadFile(script); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Env = append(os.Environ(),
+		"DASHBOARD_URL="+srv.URL+web.Prefix,
+		"DASHBOARD_ADMIN_KEY="+adminKey,
+		"DASHBOARD_ARTIFACTS="+artifacts,
+		"DASHBOARD_CHROMIUM="+chromium,
+		"PLAYWRIGHT_CORE="+pw,
+	)
+	// Its own process group, so a timeout ends Chromium too, not just node.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of a crashed node
+	}
+	t.Logf("browser script:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("browser script: %v (screenshots in %s)", err, artifacts)
+	}
+
+	for _, name := range []string{"servers.png", "tool.png", "audit.png"} {
+		b, err := os.ReadFile(filepath.Join(artifacts, name))
+		if err != nil {
+			t.Errorf("screenshot: %v", err)
+			continue
+		}
+		if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+			t.Errorf("%s is not a PNG", name)
+		}
+	}
+	if *updateScreenshot {
+		b, err := os.ReadFile(filepath.Join(artifacts, "servers.png"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repoRoot(), "docs", "dashboard.png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

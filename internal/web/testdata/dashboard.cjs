@@ -1,0 +1,222 @@
+// Drives the switchboard dashboard in headless Chromium (playwright-core,
+// Debian's /usr/bin/chromium) against a running gateway; run by
+// TestDashboardInBrowser, which passes:
+//   DASHBOARD_URL        the dashboard, e.g. http://127.0.0.1:PORT/ui/
+//   DASHBOARD_ADMIN_KEY  an admin API key of that gateway
+//   DASHBOARD_ARTIFACTS  where screenshots go
+//   DASHBOARD_CHROMIUM   the browser binary
+//   PLAYWRIGHT_CORE      the installed playwright-core module directory
+// Exits non-zero, with a failure screenshot, at the first broken step.
+'use strict';
+
+const path = require('node:path');
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+
+const base = process.env.DASHBOARD_URL;
+const adminKey = process.env.DASHBOARD_ADMIN_KEY;
+const artifacts = process.env.DASHBOARD_ARTIFACTS;
+const origin = new URL(base).origin;
+const TIMEOUT = 30000;
+
+let current = 'start';
+function step(name) {
+  current = name;
+  console.log(`step: ${name}`);
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error(`check failed: ${what}`);
+}
+
+// rest calls the gateway's API directly, out of band of the page.
+async function rest(method, p, body) {
+  const r = await fetch(origin + p, {
+    method,
+    headers: { Authorization: 'Bearer ' + adminKey, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${await r.text()}`);
+  return r.json();
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.DASHBOARD_CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const problems = [];
+  const consoleLog = [];
+  let page;
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    context.setDefaultTimeout(TIMEOUT);
+    page = await context.newPage();
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    page.on('console', (m) => {
+      consoleLog.push(`${m.type()}: ${m.text()}`);
+      // Chromium logs every non-2xx fetch; the app probes routes that may
+      // not exist yet (404) and the wrong-key step is refused (401) on
+      // purpose. Server errors are caught by the response check below.
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
+    });
+    page.on('response', (r) => {
+      if (r.status() >= 500 && r.status() !== 501) problems.push(`${r.status()} from ${r.request().method()} ${r.url()}`);
+    });
+    page.on('request', (r) => {
+      const u = r.url();
+      if (!u.startsWith(origin + '/') && !u.startsWith('data:')) problems.push(`request outside the gateway: ${u}`);
+    });
+
+    step('open the dashboard: it asks for a key');
+    await page.goto(base);
+    const keyInput = page.getByLabel('API key');
+    await keyInput.waitFor();
+
+    step('a wrong key is refused');
+    await keyInput.fill('sb_not_a_key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('That key was not accepted').waitFor();
+
+    step('sign in with the admin key');
+    await keyInput.fill(adminKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const demoStatus = page.locator('#servers tr[data-server="demo"] [data-field="status"]');
+    await demoStatus.getByText('CONNECTED', { exact: true }).waitFor();
+    await page.locator('#live.on').waitFor(); // the events stream is open
+    check(await page.getByRole('link', { name: 'Audit log' }).isVisible(), 'admin links are shown to an admin');
+    const row = page.locator('#servers tr[data-server="demo"]');
+    check(/\d/.test(await row.locator('td').nth(2).innerText()), 'the tool count is shown');
+    check(/^\d+$/.test((await row.locator('td').nth(3).innerText()).trim()), 'the pid is shown');
+    await page.screenshot({ path: path.join(artifacts, 'servers.png') });
+
+    step('the tools page lists the demo tools');
+    await page.getByRole('link', { name: 'Tools', exact: true }).click();
+    await page.locator('#tools tr[data-tool="demo.add"]').waitFor();
+    const total = await page.locator('#tools tbody tr').count();
+    check(total >= 5, `at least 5 tools listed, got ${total}`);
+
+    step('search for a tool');
+    await page.getByLabel('Search tools').fill('add two numbers');
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await page.waitForFunction(() => {
+      const first = document.querySelector('#tools tbody tr');
+      return first && first.dataset.tool === 'demo.add' && document.querySelectorAll('#tools tbody tr').length < 5;
+    });
+
+    step('call the tool from the "try it" form');
+    await page.getByRole('link', { name: 'demo.add', exact: true }).click();
+    await page.locator('#try-it').waitFor();
+    await page.getByLabel('a *', { exact: true }).fill('2');
+    await page.getByLabel('b *', { exact: true }).fill('40.5');
+    await page.getByRole('button', { name: 'Call tool' }).click();
+    await page.locator('#call-result .result-text').waitFor();
+    const text = (await page.locator('#call-result .result-text').innerText()).trim();
+    check(text === '42.5', `the result is 42.5, got ${JSON.stringify(text)}`);
+    await page.screenshot({ path: path.join(artifacts, 'tool.png') });
+
+    step('a bad argument is reported before calling');
+    await page.getByLabel('a *', { exact: true }).fill('');
+    await page.getByRole('button', { name: 'Call tool' }).click();
+    await page.locator('#call-result').getByText('a is required').waitFor();
+
+    step('disconnect and connect the server from its page');
+    await page.getByRole('link', { name: 'demo', exact: true }).click();
+    const status = page.locator('#server-status');
+    await status.getByText('CONNECTED', { exact: true }).waitFor();
+    await page.evaluate(() => { window.__notReloaded = true; });
+    await page.getByRole('button', { name: 'Disconnect' }).click();
+    await status.getByText('DISCONNECTED', { exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Connect', exact: true }).click();
+    await status.getByText('CONNECTED', { exact: true }).waitFor();
+    await page.locator('h2:has-text("Connection history") + div table').waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'server.png') });
+
+    step('status changes made elsewhere appear live on the servers page');
+    await page.getByRole('link', { name: 'Servers', exact: true }).click();
+    await demoStatus.getByText('CONNECTED', { exact: true }).waitFor();
+    await rest('POST', '/api/v1/aggregator/servers/demo/disconnect');
+    await demoStatus.getByText('DISCONNECTED', { exact: true }).waitFor();
+    await page.locator('#announce').getByText('demo: CONNECTED → DISCONNECTED').waitFor();
+    await rest('POST', '/api/v1/aggregator/servers/demo/connect?wait=true');
+    await demoStatus.getByText('CONNECTED', { exact: true }).waitFor();
+    check(await page.evaluate(() => window.__notReloaded === true), 'the page was not reloaded');
+
+    step('the audit log shows the call and the operations, and filters');
+    await page.getByRole('link', { name: 'Audit log' }).click();
+    await page.locator('#main table').getByText('server.disconnect').first().waitFor();
+    await page.getByLabel('Tool', { exact: true }).fill('add');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.waitForFunction(() => {
+      const rows = [...document.querySelectorAll('#main table tbody tr')];
+      return rows.length > 0 && rows.every((r) => r.cells[4].textContent === 'add');
+    });
+    await page.getByLabel('Tool', { exact: true }).fill('');
+    await page.getByRole('button', { name: 'Apply filters' }).click();
+    await page.locator('#main table').getByText('server.disconnect').first().waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'audit.png') });
+
+    step('circuit breakers and policies render');
+    await page.getByRole('link', { name: 'Circuit breakers' }).click();
+    await page.getByRole('heading', { name: 'Circuit breakers' }).waitFor();
+    await page.locator('#main').getByText('demo:add').first().waitFor();
+    await page.getByRole('link', { name: 'Policies' }).click();
+    const toggle = page.getByLabel('Allow demo by default');
+    await toggle.waitFor();
+    check(await toggle.isChecked(), 'demo allows by default');
+    // The gateway either flips it (then flip it back) or refuses, and the
+    // toggle is disabled with the reason as its tooltip.
+    await toggle.click();
+    await page.waitForFunction(() => {
+      const t = document.querySelector('input[role="switch"]');
+      return (t.disabled && t.title.startsWith('Cannot change')) || (!t.disabled && !t.checked);
+    });
+    if (!(await toggle.isDisabled())) {
+      await page.locator('#main tr', { hasText: 'demo' }).getByText('DENY').waitFor();
+      await toggle.click();
+      await page.locator('#main tr', { hasText: 'demo' }).getByText('ALLOW').waitFor();
+    }
+
+    step('the keyboard reaches the navigation');
+    await page.keyboard.press('Tab');
+    const focused = await page.evaluate(() => document.activeElement && document.activeElement.tagName);
+    check(focused === 'A' || focused === 'BUTTON' || focused === 'INPUT', `Tab focuses a control, got ${focused}`);
+
+    step('sign out forgets the key');
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+    check(await page.evaluate(() => sessionStorage.length === 0), 'sessionStorage is empty after sign out');
+    await page.reload();
+    await page.getByLabel('API key').waitFor();
+
+    step('an agent key sees no admin actions');
+    const agent = await rest('POST', '/api/v1/keys', { agent_id: 'dashboard-viewer' });
+    await page.getByLabel('API key').fill(agent.key);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('This page is for administrators').waitFor(); // the deep link it signed out on
+    await page.getByRole('link', { name: 'Servers', exact: true }).click();
+    await demoStatus.getByText('CONNECTED', { exact: true }).waitFor();
+    check(!(await page.getByRole('link', { name: 'Audit log' }).isVisible()), 'the audit link is hidden from an agent');
+    await page.getByRole('link', { name: 'demo', exact: true }).click();
+    await page.locator('#server-status').waitFor();
+    check(!(await page.getByRole('button', { name: 'Disconnect' }).isVisible()), 'the disconnect button is hidden from an agent');
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByLabel('API key').waitFor();
+
+    check(problems.length === 0, 'no page errors:\n  ' + problems.join('\n  '));
+    console.log('ok: every step passed');
+  } catch (err) {
+    if (page) await page.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => {});
+    console.error(`FAILED at step "${current}": ${err.message}`);
+    if (problems.length) console.error('page problems:\n  ' + problems.join('\n  '));
+    if (consoleLog.length) console.error('browser console:\n  ' + consoleLog.join('\n  '));
+    process.exitCode = 1;
+  } finally {
+    await browser.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
