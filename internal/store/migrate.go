@@ -19,19 +19,38 @@ type AppliedMigration struct {
 	AppliedAt time.Time
 }
 
-// BIGINT rather than INTEGER: unix nanoseconds overflow PostgreSQL's INTEGER,
-// and SQLite gives both the same affinity.
-const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
-    version    TEXT   PRIMARY KEY,
-    applied_at BIGINT NOT NULL
-)`
+// migrationConn is where migrations run: a pool, or the one connection that
+// holds the dialect's migration lock.
+type migrationConn interface {
+	querier
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
 
 // migrate applies d's pending migrations in name order, each in its own
 // transaction together with its schema_migrations row, so a crash leaves
-// either all of a migration or none of it. Concurrent openers of one file
-// serialize on the write lock and the second finds the work done.
-func migrate(ctx context.Context, w *sql.DB, d *dialect, logger *slog.Logger) error {
-	if _, err := w.ExecContext(ctx, createMigrationsTable); err != nil {
+// either all of a migration or none of it. Concurrent openers of one
+// database serialize (on SQLite's write lock, or on the dialect's migration
+// lock) and the later ones find the work done.
+func migrate(ctx context.Context, pool *sql.DB, d *dialect, logger *slog.Logger) error {
+	if d.lockMigrations == nil {
+		return migrateOn(ctx, pool, d, logger)
+	}
+	conn, err := pool.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	defer conn.Close()
+	unlock, err := d.lockMigrations(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return migrateOn(ctx, conn, d, logger)
+}
+
+// migrateOn does the work of migrate on w.
+func migrateOn(ctx context.Context, w migrationConn, d *dialect, logger *slog.Logger) error {
+	if _, err := w.ExecContext(ctx, d.migrationsTable); err != nil {
 		return fmt.Errorf("creating schema_migrations: %w", err)
 	}
 	names, err := fs.Glob(d.migrations, "*.sql")
@@ -73,7 +92,7 @@ func migrate(ctx context.Context, w *sql.DB, d *dialect, logger *slog.Logger) er
 
 // applyMigration applies one migration unless already recorded, and reports
 // whether it did.
-func applyMigration(ctx context.Context, w *sql.DB, version, body string) (applied bool, err error) {
+func applyMigration(ctx context.Context, w migrationConn, version, body string) (applied bool, err error) {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err

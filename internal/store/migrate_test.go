@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"database/sql"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -132,5 +133,24 @@ func TestMigrateLogs(t *testing.T) {
 	}
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "9999_future") {
 		t.Errorf("reopen did not warn about the unknown migration; logs:\n%s", out)
+	}
+}
+
+// TestDialectsHaveSameMigrations keeps the dialects' migrations in step, so
+// that AppliedMigrations means the same schema on both.
+func TestDialectsHaveSameMigrations(t *testing.T) {
+	names := func(d *dialect) []string {
+		names, err := fs.Glob(d.migrations, "*.sql")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	sqlite, postgres := names(sqliteDialect()), names(postgresDialect())
+	if len(sqlite) == 0 {
+		t.Fatal("no SQLite migrations embedded")
+	}
+	if diff := cmp.Diff(sqlite, postgres); diff != "" {
+		t.Errorf("migrations (-sqlite +postgres):\n%s", diff)
 	}
 }

@@ -18,20 +18,29 @@ import (
 )
 
 // Open opens the store named by dsn: a file path ("./switchboard.db"), "sqlite:PATH" or
-// "file:PATH?..." → SQLite; "postgres://" or "postgresql://" → an error saying PostgreSQL is not yet
-// supported (a later issue adds it). Migrations run before Open returns. Parent dir must exist
-// (error names it otherwise).
+// "file:PATH?..." → SQLite; "postgres://USER:PASSWORD@HOST:PORT/DB?PARAMS" or "postgresql://..." →
+// PostgreSQL. Migrations run before Open returns. Parent dir must exist (error names it otherwise).
 //
 // A plain path or "sqlite:PATH" may carry driver parameters after a '?', as
 // with modernc.org/sqlite ("./x.db?_pragma=cache_size(-20000)"); a "file:" DSN
 // is an SQLite URI and keeps its own parameters (mode, cache, vfs, ...).
 // ":memory:" opens a private in-memory database, mostly useful in tests.
 //
-// The store always sets journal_mode=WAL, busy_timeout=5000, foreign_keys=ON
+// On SQLite the store always sets journal_mode=WAL, busy_timeout=5000, foreign_keys=ON
 // and synchronous=NORMAL, writes through a single connection (BEGIN IMMEDIATE,
 // so writers in other processes queue on the busy timeout instead of failing
 // mid-transaction) and reads through a separate read-only pool that WAL lets
 // run alongside the writer.
+//
+// A PostgreSQL DSN is a libpq connection URI, read by pgx: its parameters
+// (sslmode, connect_timeout, application_name, ...) and the PG* environment
+// variables apply as they would to psql. The database must exist; Open
+// creates the tables. Reads and writes share one pool of at most 20
+// connections, 5 of them kept idle: enough for a gateway's concurrent calls
+// without exhausting the server's max_connections (100 by default) when a
+// few replicas share it. Several gateways may open one database at once:
+// migrations run under an advisory lock. Error messages never repeat the
+// password.
 func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -39,6 +48,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if isPostgresDSN(dsn) {
+		return openPostgres(ctx, dsn, o.Logger)
 	}
 	t, err := parseDSN(dsn)
 	if err != nil {
@@ -69,15 +81,15 @@ func (t sqliteTarget) dsn(extra url.Values) string {
 
 var schemeRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
-// parseDSN recognizes the DSN forms documented on [Open]. Its errors never
+// parseDSN recognizes the SQLite DSN forms documented on [Open]. Its errors never
 // repeat a DSN that has a scheme, since those may embed credentials.
 func parseDSN(dsn string) (sqliteTarget, error) {
 	lower := strings.ToLower(dsn)
 	switch {
 	case dsn == "":
 		return sqliteTarget{}, errors.New("empty store DSN")
-	case strings.HasPrefix(lower, "postgres://"), strings.HasPrefix(lower, "postgresql://"):
-		return sqliteTarget{}, fmt.Errorf("PostgreSQL is not yet supported; use a SQLite file path: %w", errors.ErrUnsupported)
+	case isPostgresDSN(dsn):
+		return sqliteTarget{}, errors.New("store DSN is a PostgreSQL one, not SQLite")
 	case strings.HasPrefix(lower, "sqlite:"):
 		rest := dsn[len("sqlite:"):]
 		// "sqlite:///abs/path" and "sqlite://rel/path" are common spellings.

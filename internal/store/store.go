@@ -1,12 +1,12 @@
 // Package store persists the gateway's state (registered upstream servers, their
 // discovered tools and their connection history) behind one database/sql wrapper.
 //
-// Every call takes a context, writes are serialized, and [DB.Transact] composes
-// several calls into one atomic unit. The schema is created by embedded
-// migrations before [Open] returns. SQL is written to be portable between the
-// SQLite dialect used today and the PostgreSQL dialect planned for multi-replica
-// deployments: $N placeholders, TEXT ids, timestamps as INTEGER unix
-// nanoseconds (UTC), JSON documents as TEXT.
+// Every call takes a context and [DB.Transact] composes several calls into one
+// atomic unit. The schema is created by embedded migrations (one set per
+// dialect, with the same tables and columns) before [Open] returns. One SQL
+// text serves both dialects, SQLite for a single gateway and PostgreSQL for
+// replicas sharing state: $N placeholders, TEXT ids, timestamps as integer
+// unix nanoseconds (UTC), JSON documents as TEXT, booleans as 0/1 integers.
 package store
 
 import (
@@ -58,8 +58,9 @@ type DB struct {
 	logger  *slog.Logger
 
 	// Set on the handle returned by Open; nil on a transaction's handle.
-	// write has exactly one connection, which serializes writers inside the
-	// process; read may be the same pool (in-memory databases).
+	// On SQLite write has exactly one connection, which serializes writers
+	// inside the process; read may be the same pool (in-memory databases).
+	// On PostgreSQL both are the same pool, and the server orders writers.
 	write     *sql.DB
 	read      *sql.DB
 	closeOnce sync.Once
@@ -125,9 +126,10 @@ func (db *DB) Ping(ctx context.Context) error {
 // a transaction's handle nests: the inner call becomes a savepoint, so its
 // failure undoes only its own work unless the error is propagated outward.
 //
-// Because writes are serialized, fn must do all of its work through its
-// argument: a write through the outer handle would wait for the transaction
-// that is waiting for it, until ctx ends.
+// fn must do all of its work through its argument: on SQLite, where writes
+// are serialized, a write through the outer handle would wait for the
+// transaction that is waiting for it, until ctx ends; on PostgreSQL it would
+// run outside the transaction, and wait for any row the transaction locked.
 func (db *DB) Transact(ctx context.Context, fn func(tx *DB) error) error {
 	if db.tx != nil {
 		return db.savepoint(ctx, fn)

@@ -64,7 +64,7 @@ func (db *DB) ReplaceServerTools(ctx context.Context, serverID string, tools []*
 					is_external, valid, reject_reason, discovered_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 				id, tool.Name, tool.OriginalName, tool.Description, jsonArg(tool.Definition),
-				tool.IsExternal, tool.Valid, tool.RejectReason, toNanos(discovered[i]))
+				boolInt(tool.IsExternal), boolInt(tool.Valid), tool.RejectReason, toNanos(discovered[i]))
 			if err != nil {
 				if db.dialect.isConflict(err) {
 					return fmt.Errorf("tool %q: %w", tool.Name, ErrConflict)

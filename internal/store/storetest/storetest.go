@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"InvocationsFillAndConflict", testInvocationsFillAndConflict},
 		{"InvocationsPaging", testInvocationsPaging},
 		{"InvocationStats", testInvocationStats},
+		{"SortOrder", testSortOrder},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -862,5 +863,56 @@ func testRenameServer(t *testing.T, db *store.DB) {
 	}
 	if err := db.RenameServer(ctx, "no-such-id", "delta", nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("rename of an unknown id: %v, want ErrNotFound", err)
+	}
+}
+
+// testSortOrder checks that names sort by their bytes, as Go sorts strings,
+// whatever the database's locale would do ("B" before "a", "_" after both).
+func testSortOrder(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	names := []string{"b", "B", "a", "A", "_z", "a-b", "ab", "a b", "\u00e9", "Z"}
+	want := slices.Sorted(slices.Values(names))
+	for _, n := range names {
+		mustCreate(t, db, n)
+		if err := db.SaveBreaker(ctx, store.BreakerState{Key: n, State: "CLOSED"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustTools(t, db, "a", names...)
+
+	servers, err := db.ListServers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range servers {
+		got = append(got, s.Name)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListServers order (-want +got):\n%s", diff)
+	}
+
+	tools, err := db.ListTools(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, tool := range tools {
+		got = append(got, tool.OriginalName)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListTools order (-want +got):\n%s", diff)
+	}
+
+	breakers, err := db.ListBreakers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, b := range breakers {
+		got = append(got, b.Key)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListBreakers order (-want +got):\n%s", diff)
 	}
 }
