@@ -27,6 +27,7 @@ func (a *App) apiHandler() http.Handler {
 		Breakers:  apiBreakers{a.sec.breakers},
 		Stats:     apiStats{a.db},
 		Registrar: apiRegistrar{a},
+		Search:    a.disc,
 		// Disabled tools stay listed here (enabled: false, with the reason);
 		// MCP clients do not see them.
 		Visible:    a.sec.visible,

@@ -59,6 +59,7 @@ type App struct {
 	events  *telemetry.Bus
 	reg     *registry
 	sec     *security
+	disc    *discovery
 	// manifests are the tool manifests registered through the API.
 	manifests manifests
 	cancel    context.CancelFunc
@@ -147,7 +148,13 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		ServerAccess: a.sec.engine.ServerAllowed,
 		OnCall:       a.onCall,
 	})
+	if a.disc, err = newDiscovery(a, cfg, o.Getenv); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
 	a.front = front.New(a.cat, a.pipe, &front.Options{
+		ToolExposure:   cfg.Front.ToolExposure,
+		Searcher:       a.disc,
 		Logger:         o.Logger,
 		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},
 		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
@@ -265,6 +272,7 @@ func (a *App) Close(ctx context.Context) {
 	if a.front != nil {
 		a.front.Close()
 	}
+	a.disc.close()
 	if a.fronts != nil {
 		a.fronts.close()
 	}

@@ -1,0 +1,405 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/front"
+	"github.com/switchboard-mcp/switchboard/internal/search"
+	"github.com/switchboard-mcp/switchboard/internal/skills"
+	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/upstream"
+)
+
+// discovery keeps the search index and the skill classification in step
+// with the catalog. The catalog's subscribers must be quick, so a worker
+// goroutine does the work: it diffs the latest snapshot against the last
+// one it indexed, server by server, classifies the tools whose definitions
+// changed and replaces that server's documents in the index.
+type discovery struct {
+	a       *App
+	logger  *slog.Logger
+	index   *search.Index
+	offline *skills.Offline
+	llm     *skills.LLM // nil: offline classification only
+	sugg    *skills.Suggestions
+	skills  []skills.Skill
+
+	mu      sync.RWMutex
+	classes map[string]toolClass // by namespaced tool name
+	indexed atomic.Uint64        // catalog version last indexed
+
+	latest   *catalog.Snapshot // guarded by mu
+	wake     chan struct{}
+	done     chan struct{}
+	stopped  chan struct{}
+	unsubCat func()
+}
+
+// toolClass is a tool's classification and the definition it was made for.
+type toolClass struct {
+	hash string
+	c    skills.Classification
+}
+
+func newDiscovery(a *App, cfg *config.Config, getenv func(string) string) (*discovery, error) {
+	d := &discovery{a: a, logger: a.logger, classes: map[string]toolClass{}, sugg: skills.NewSuggestions(0),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+	d.skills = skills.Default()
+	if len(cfg.Skills.Taxonomy) > 0 {
+		d.skills = make([]skills.Skill, len(cfg.Skills.Taxonomy))
+		for i, s := range cfg.Skills.Taxonomy {
+			d.skills[i] = skills.Skill{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, Keywords: s.Keywords}
+		}
+		if err := skills.Validate(d.skills); err != nil {
+			return nil, fmt.Errorf("skills.taxonomy: %w", err)
+		}
+	}
+	d.offline = skills.NewOffline(d.skills)
+	opts := &search.Options{Logger: a.logger}
+	if e := cfg.Search.Embeddings; e != nil {
+		emb, err := search.NewOpenAIEmbedder(search.EmbeddingsConfig{URL: e.URL, Model: e.Model, APIKey: e.APIKey(getenv),
+			BatchSize: e.BatchSize, Timeout: time.Duration(e.TimeoutSeconds) * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("search.embeddings: %w", err)
+		}
+		opts.Embedder = emb
+	}
+	if c := cfg.Skills.Classifier; c.Mode == "llm" {
+		llm, err := skills.NewLLM(skills.LLMConfig{URL: c.URL, Model: c.Model, APIKey: c.APIKey(getenv), BatchSize: c.BatchSize,
+			Concurrency: c.Concurrency, Timeout: time.Duration(c.TimeoutSeconds) * time.Second}, d.offline, a.logger)
+		if err != nil {
+			return nil, fmt.Errorf("skills.classifier: %w", err)
+		}
+		d.llm = llm
+	}
+	d.index = search.NewIndex(opts)
+	d.latest = a.cat.Snapshot()
+	d.unsubCat = a.cat.Subscribe(func(_, next *catalog.Snapshot) {
+		d.mu.Lock()
+		d.latest = next
+		d.mu.Unlock()
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	})
+	go d.run()
+	d.wake <- struct{}{}
+	return d, nil
+}
+
+// close stops the worker and the index.
+func (d *discovery) close() {
+	if d == nil {
+		return
+	}
+	d.unsubCat()
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	close(d.done)
+	<-d.stopped
+	d.index.Close()
+	d.indexed.Store(^uint64(0)) // release waiters
+}
+
+func (d *discovery) run() {
+	defer close(d.stopped)
+	var last *catalog.Snapshot
+	for {
+		select {
+		case <-d.done:
+			return
+		case <-d.wake:
+		}
+		d.mu.RLock()
+		next := d.latest
+		d.mu.RUnlock()
+		d.apply(last, next)
+		last = next
+		d.indexed.Store(next.Version())
+	}
+}
+
+// apply brings the index from snapshot prev (nil: empty) to next.
+func (d *discovery) apply(prev, next *catalog.Snapshot) {
+	servers := map[string]bool{}
+	for _, s := range next.Servers() {
+		servers[s] = true
+	}
+	if prev != nil {
+		for _, s := range prev.Servers() {
+			if !servers[s] {
+				d.index.ReplaceServer(s, nil)
+				d.forgetServer(prev.ServerTools(s))
+			}
+		}
+	}
+	for s := range servers {
+		tools := next.ServerTools(s)
+		if prev != nil && sameTools(prev.ServerTools(s), tools) {
+			continue
+		}
+		d.indexServer(s, tools)
+	}
+}
+
+func sameTools(a, b []catalog.Tool) bool {
+	return slices.EqualFunc(a, b, func(x, y catalog.Tool) bool { return x.Name == y.Name && x.Hash == y.Hash })
+}
+
+func (d *discovery) forgetServer(tools []catalog.Tool) {
+	d.mu.Lock()
+	for _, t := range tools {
+		delete(d.classes, t.Name)
+		d.sugg.Forget(t.Name)
+	}
+	d.mu.Unlock()
+}
+
+// indexServer classifies the server's new or changed tools and replaces
+// its documents.
+func (d *discovery) indexServer(server string, tools []catalog.Tool) {
+	var fresh []catalog.Tool
+	d.mu.RLock()
+	for _, t := range tools {
+		if tc, ok := d.classes[t.Name]; !ok || tc.hash != t.Hash {
+			fresh = append(fresh, t)
+		}
+	}
+	d.mu.RUnlock()
+	desc := d.serverDescription(server)
+	texts := make([]skills.Tool, len(fresh))
+	for i, t := range fresh {
+		texts[i] = skillText(t)
+	}
+	var classes []skills.Classification
+	if d.llm != nil && len(fresh) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		classes = d.llm.ClassifyBatch(ctx, texts)
+		cancel()
+	} else {
+		classes = make([]skills.Classification, len(fresh))
+		for i, tt := range texts {
+			classes[i] = d.offline.Classify(tt)
+		}
+	}
+	d.mu.Lock()
+	for i, t := range fresh {
+		d.classes[t.Name] = toolClass{hash: t.Hash, c: classes[i]}
+		if sg, ok := skills.SuggestFor(texts[i], classes[i]); ok {
+			d.sugg.Add(sg)
+		}
+	}
+	docs := make([]search.Doc, 0, len(tools))
+	for _, t := range tools {
+		docs = append(docs, search.DocFromTool(t.Name, server, desc, t.Def, skillIDs(d.classes[t.Name].c)))
+	}
+	d.mu.Unlock()
+	d.index.ReplaceServer(server, docs)
+	if len(fresh) > 0 {
+		d.logger.Debug("indexed", "server", server, "tools", len(tools), "classified", len(fresh))
+	}
+}
+
+func skillText(t catalog.Tool) skills.Tool {
+	st := skills.Tool{Name: t.OriginalName, Server: t.Server}
+	if t.Def != nil {
+		st.Description = t.Def.Description
+		if m, ok := t.Def.InputSchema.(map[string]any); ok {
+			if props, ok := m["properties"].(map[string]any); ok {
+				for name := range props {
+					st.Params = append(st.Params, name)
+				}
+				slices.Sort(st.Params)
+			}
+		}
+	}
+	return st
+}
+
+func skillIDs(c skills.Classification) []string {
+	out := make([]string, len(c.Skills))
+	for i, s := range c.Skills {
+		out[i] = s.SkillID
+	}
+	return out
+}
+
+func (d *discovery) serverDescription(server string) string {
+	if rec := d.a.reg.lookup(server); rec != nil {
+		return rec.def.Description
+	}
+	return ""
+}
+
+// waitIndexed waits, briefly, until the index reflects catalog version v,
+// so a search right after a discovery sees its tools.
+func (d *discovery) waitIndexed(v uint64, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for d.indexed.Load() < v && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// allow is the index filter for id: tools available now that id may call.
+func (d *discovery) allow(id authz.Identity, snap *catalog.Snapshot) func(string) bool {
+	return func(name string) bool {
+		t, ok := snap.Tool(name)
+		return ok && t.Available && d.a.visible(id, t)
+	}
+}
+
+// run a query for id.
+func (d *discovery) query(ctx context.Context, id authz.Identity, text string, servers, skillFilter []string, limit int) (search.Result, *catalog.Snapshot) {
+	snap := d.a.cat.Snapshot()
+	d.waitIndexed(snap.Version(), 200*time.Millisecond)
+	res := d.index.Search(ctx, search.Query{Text: text, Servers: servers, Skills: skillFilter, Limit: limit, Allow: d.allow(id, snap)})
+	return res, snap
+}
+
+// SearchTools serves the front's search_tools meta-tool.
+func (d *discovery) SearchTools(ctx context.Context, id authz.Identity, q string, servers []string, limit int) ([]front.SearchHit, error) {
+	res, snap := d.query(ctx, id, q, d.serverNames(servers), nil, limit)
+	out := make([]front.SearchHit, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		if t, ok := snap.Tool(h.Name); ok {
+			out = append(out, front.SearchHit{Tool: t, Score: h.Score})
+		}
+	}
+	return out, nil
+}
+
+// serverNames maps server ids or names to names (unknown ones pass through,
+// and match nothing).
+func (d *discovery) serverNames(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if rec, err := d.a.reg.find(s); err == nil {
+			s = rec.def.Name
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Search serves POST /api/v1/search (AG-US2).
+func (d *discovery) Search(ctx context.Context, id authz.Identity, req api.SearchRequest) (api.SearchResponse, error) {
+	start := time.Now()
+	resp := api.SearchResponse{Query: req.Query, Tools: []api.SearchTool{}}
+	if req.IncludeExternal != nil && !*req.IncludeExternal {
+		// Every tool is an upstream's: the gateway has none of its own to search.
+		resp.Metadata.Ranking = "lexical"
+		return resp, nil
+	}
+	res, snap := d.query(ctx, id, req.Query, d.serverNames(req.ServerFilter), req.SkillFilter, req.Limit)
+	for i, h := range res.Hits {
+		t, ok := snap.Tool(h.Name)
+		if !ok {
+			continue
+		}
+		resp.Tools = append(resp.Tools, d.toolView(fmt.Sprint(i+1), t, h.Score))
+	}
+	resp.Metadata = api.SearchMetadata{ServersSearched: res.Servers, TotalToolsSearched: res.Searched, Ranking: res.Mode,
+		Degraded: res.Degraded, TookMS: float64(time.Since(start).Microseconds()) / 1e3}
+	return resp, nil
+}
+
+func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.SearchTool {
+	d.mu.RLock()
+	c := d.classes[t.Name].c
+	d.mu.RUnlock()
+	v := api.SearchTool{ID: rank, Name: t.Name, OriginalName: t.OriginalName, Score: score,
+		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), PrimarySkillID: c.Primary, IsClassified: c.Classified}
+	if t.Def != nil {
+		v.Description, v.InputSchema = t.Def.Description, t.Def.InputSchema
+	}
+	if rec := d.a.reg.lookup(t.Server); rec != nil {
+		v.SourceServer.ID = rec.id
+	}
+	if st, err := d.a.ups.Status(t.Server); err == nil {
+		v.SourceServer.Status = string(st.State)
+	} else {
+		v.SourceServer.Status = string(upstream.StateDisconnected)
+	}
+	return v
+}
+
+// Skills serves GET /api/v1/skills.
+func (d *discovery) Skills(context.Context) ([]api.SkillView, error) {
+	counts := map[string]int{}
+	d.mu.RLock()
+	for _, tc := range d.classes {
+		for _, s := range tc.c.Skills {
+			counts[s.SkillID]++
+		}
+	}
+	d.mu.RUnlock()
+	out := make([]api.SkillView, len(d.skills))
+	for i, s := range d.skills {
+		out[i] = api.SkillView{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, ToolCount: counts[s.ID]}
+	}
+	return out, nil
+}
+
+// SkillTools serves GET /api/v1/skills/{id}/tools: the tools id may call
+// in that skill, most confident first.
+func (d *discovery) SkillTools(_ context.Context, id authz.Identity, skillID string, limit int) ([]api.SearchTool, error) {
+	if !slices.ContainsFunc(d.skills, func(s skills.Skill) bool { return s.ID == skillID }) {
+		return nil, fmt.Errorf("unknown skill %q: %w", skillID, store.ErrNotFound)
+	}
+	snap := d.a.cat.Snapshot()
+	allow := d.allow(id, snap)
+	type scored struct {
+		t    catalog.Tool
+		conf float64
+	}
+	var found []scored
+	d.mu.RLock()
+	for name, tc := range d.classes {
+		for _, s := range tc.c.Skills {
+			if s.SkillID == skillID {
+				if t, ok := snap.Tool(name); ok && allow(name) {
+					found = append(found, scored{t, s.Confidence})
+				}
+				break
+			}
+		}
+	}
+	d.mu.RUnlock()
+	slices.SortFunc(found, func(x, y scored) int {
+		if x.conf != y.conf {
+			if x.conf > y.conf {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.t.Name, y.t.Name)
+	})
+	if limit <= 0 || limit > len(found) {
+		limit = len(found)
+	}
+	out := make([]api.SearchTool, 0, limit)
+	for i, f := range found[:limit] {
+		out = append(out, d.toolView(fmt.Sprint(i+1), f.t, f.conf))
+	}
+	return out, nil
+}
+
+// Suggestions serves GET /api/v1/skills/suggestions.
+func (d *discovery) Suggestions(context.Context) ([]skills.Suggestion, error) {
+	return d.sugg.List(), nil
+}

@@ -1,0 +1,101 @@
+package app_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestSearchModeThroughMCP is D4: in search mode a go-sdk client over /mcp
+// sees only the meta-tools, finds everything.echo (server-everything over
+// stdio) with switchboard.search_tools and calls it with
+// switchboard.call_tool.
+func TestSearchModeThroughMCP(t *testing.T) {
+	js := everythingPath(t)
+	g := startGateway(t, fmt.Sprintf("front:\n  tool_exposure: search\nservers:\n  everything:\n    transport: stdio\n    command: node\n    args: [%q, stdio]\n    auto_start: true\n", js)+
+		demoServer("demo"), nil)
+	cs := g.connect(t, "/mcp")
+	names := toolNames(t, cs)
+	if len(names) != 2 || names["switchboard.search_tools"] == nil || names["switchboard.call_tool"] == nil {
+		t.Fatalf("search mode lists %v, want only the two meta-tools", keys2(names))
+	}
+	text, res := callText(t, cs, "switchboard.search_tools", map[string]any{"query": "echo back a message", "server_filter": []string{"everything"}})
+	if res.IsError {
+		t.Fatalf("search_tools: %s", text)
+	}
+	var found struct {
+		Tools []struct {
+			Name        string         `json:"name"`
+			InputSchema map[string]any `json:"input_schema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(text), &found); err != nil || len(found.Tools) == 0 {
+		t.Fatalf("search_tools answered %s (%v)", text, err)
+	}
+	if found.Tools[0].Name != "everything.echo" || found.Tools[0].InputSchema == nil {
+		t.Fatalf("best match %q (schema %v), want everything.echo with its schema; all: %s", found.Tools[0].Name, found.Tools[0].InputSchema, text)
+	}
+	text, res = callText(t, cs, "switchboard.call_tool", map[string]any{"name": "everything.echo", "arguments": map[string]any{"message": "found and called"}})
+	if res.IsError || !strings.Contains(text, "found and called") {
+		t.Fatalf("call_tool: %q", text)
+	}
+}
+
+// TestSearchAPI checks POST /api/v1/search against the AG-US2 contract.
+func TestSearchAPI(t *testing.T) {
+	g := startGateway(t, "servers:"+demoServer("demo")+demoServer("other")+"\n  idle:\n    transport: stdio\n    command: switchboard\n    args: [demo-server]\n", nil)
+	code, body := g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers", "limit": 5})
+	if code != 200 {
+		t.Fatalf("search: %d %v", code, body)
+	}
+	tools, _ := body["tools"].([]any)
+	if len(tools) == 0 {
+		t.Fatalf("no results: %v", body)
+	}
+	first := tools[0].(map[string]any)
+	if n := first["name"]; n != "demo.add" && n != "other.add" {
+		t.Errorf("best match %v, want an add tool", n)
+	}
+	src, _ := first["source_server"].(map[string]any)
+	if src["name"] == nil || src["id"] == "" || src["status"] != "CONNECTED" || first["original_name"] != "add" {
+		t.Errorf("result lacks the AG-US2 fields: %v", first)
+	}
+	if _, ok := first["skill_ids"].([]any); !ok {
+		t.Errorf("no skill_ids: %v", first)
+	}
+	prev := 2.0
+	servers := map[any]bool{}
+	for _, tl := range tools {
+		m := tl.(map[string]any)
+		s := m["score"].(float64)
+		if s > prev {
+			t.Errorf("results not sorted by score: %v", tools)
+		}
+		prev = s
+		servers[m["source_server"].(map[string]any)["name"]] = true
+	}
+	if servers["idle"] {
+		t.Error("a disconnected server's tools are in the results")
+	}
+	if !servers["demo"] || !servers["other"] {
+		t.Errorf("results come from %v, want both connected servers", servers)
+	}
+	meta, _ := body["metadata"].(map[string]any)
+	if meta["servers_searched"] != 2.0 || meta["total_tools_searched"] != 10.0 || meta["ranking"] != "lexical" {
+		t.Errorf("metadata = %v, want 2 servers, 10 tools, lexical", meta)
+	}
+	_, body = g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers", "server_filter": []string{"other"}})
+	for _, tl := range body["tools"].([]any) {
+		if s := tl.(map[string]any)["source_server"].(map[string]any)["name"]; s != "other" {
+			t.Errorf("server_filter other returned a tool of %v", s)
+		}
+	}
+	code, body = g.rest(t, "GET", "/api/v1/skills", nil)
+	if code != 200 || len(body["skills"].([]any)) < 15 {
+		t.Errorf("skills: %d %v", code, body)
+	}
+	_ = mcp.Implementation{}
+}

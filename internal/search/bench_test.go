@@ -1,0 +1,100 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// corpus10k is D2's catalog: 100 servers × 100 tools, drawn from the
+// synthetic corpus (each server takes a different window of it, so term
+// statistics look like a real, overlapping catalog).
+func corpus10k() []Doc {
+	pool := syntheticDocs()
+	out := make([]Doc, 0, 10000)
+	for i := range 100 {
+		server := fmt.Sprintf("%s-%02d", domains[i%len(domains)].server, i)
+		seen := make(map[string]bool, 100)
+		for k := i * 131; len(seen) < 100; k++ {
+			d := pool[k%len(pool)]
+			orig := d.OriginalName
+			if seen[orig] {
+				orig += "_" + d.Server
+			}
+			seen[orig] = true
+			d.Name, d.OriginalName, d.Server = server+"."+orig, orig, server
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// BenchmarkSearch10k reports each search's latency percentiles over the
+// relevance queries (plus prefix and typo variants) on 10,000 tools.
+func BenchmarkSearch10k(b *testing.B) {
+	ix := NewIndex(nil)
+	b.Cleanup(ix.Close)
+	ix.Upsert(corpus10k()...)
+	var queries []string
+	for _, c := range loadRelevance(b) {
+		queries = append(queries, c.Query)
+	}
+	queries = append(queries, "reposit", "crea", "kubernets pods", "slack", "list")
+	ctx := context.Background()
+	durs := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		start := time.Now()
+		res := ix.Search(ctx, Query{Text: queries[i%len(queries)], Limit: 10})
+		durs = append(durs, time.Since(start))
+		if res.Searched != 10000 {
+			b.Fatalf("Searched = %d", res.Searched)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(durs)
+	pct := func(p float64) float64 { return float64(durs[int(p*float64(len(durs)-1))].Microseconds()) }
+	b.ReportMetric(pct(0.50), "p50-µs")
+	b.ReportMetric(pct(0.99), "p99-µs")
+	b.ReportMetric(float64(ix.MemoryBytes())/(1<<20), "index-MiB")
+}
+
+// BenchmarkSearch10kFiltered is BenchmarkSearch10k with an Allow filter
+// (every document in scope is checked, as the API does for authorization).
+func BenchmarkSearch10kFiltered(b *testing.B) {
+	ix := NewIndex(nil)
+	b.Cleanup(ix.Close)
+	ix.Upsert(corpus10k()...)
+	allow := func(name string) bool { return len(name)%7 != 0 }
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		ix.Search(ctx, Query{Text: "send a message to a slack channel", Allow: allow})
+	}
+}
+
+// BenchmarkBuild10k indexes 10,000 tools from empty and reports the index's
+// estimated size (MemoryBytes) next to the measured live-heap growth.
+func BenchmarkBuild10k(b *testing.B) {
+	docs := corpus10k()
+	var est, heap float64
+	b.ReportAllocs()
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ix := NewIndex(nil)
+		ix.Upsert(docs...)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		est = float64(ix.MemoryBytes()) / (1 << 20)
+		heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
+		ix.Close()
+	}
+	b.ReportMetric(est, "MemoryBytes-MiB")
+	b.ReportMetric(heap, "heap-MiB")
+}
