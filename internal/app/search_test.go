@@ -3,7 +3,10 @@ package app_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -98,4 +101,53 @@ func TestSearchAPI(t *testing.T) {
 		t.Errorf("skills: %d %v", code, body)
 	}
 	_ = mcp.Implementation{}
+}
+
+// TestSearchWithEmbeddings wires an OpenAI-compatible embeddings endpoint
+// (a local fake with deterministic vectors) into the gateway: search turns
+// hybrid; with the endpoint down it degrades to lexical and says why.
+func TestSearchWithEmbeddings(t *testing.T) {
+	var down atomic.Bool
+	emb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		out := struct {
+			Data []item `json:"data"`
+		}{}
+		for i, text := range req.Input {
+			v := make([]float32, 16)
+			for _, word := range strings.Fields(strings.ToLower(text)) {
+				v[len(word)%16]++
+			}
+			out.Data = append(out.Data, item{Index: i, Embedding: v})
+		}
+		json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(emb.Close)
+	g := startGateway(t, fmt.Sprintf("search:\n  embeddings:\n    url: %s\n    model: fake-embed\nservers:", emb.URL)+demoServer("demo"), nil)
+	var meta map[string]any
+	waitFor(t, "hybrid ranking", func() bool {
+		_, body := g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers"})
+		meta, _ = body["metadata"].(map[string]any)
+		return meta["ranking"] == "hybrid"
+	})
+	down.Store(true)
+	_, body := g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers"})
+	meta, _ = body["metadata"].(map[string]any)
+	if meta["ranking"] != "lexical" || meta["degraded"] == nil || len(body["tools"].([]any)) == 0 {
+		t.Errorf("embeddings down: %v, want lexical results with a degraded reason", body)
+	}
 }
