@@ -23,7 +23,8 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // to them should be deliberate (go test ./internal/cli -update).
 func TestHelpGolden(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"stdio", "--help"}, {"demo-server", "--help"},
-		{"status", "--help"}, {"start", "--help"}, {"call", "--help"}, {"servers", "add", "--help"}} {
+		{"status", "--help"}, {"start", "--help"}, {"call", "--help"}, {"servers", "add", "--help"},
+		{"config", "validate", "--help"}, {"check", "--help"}} {
 		name := strings.Join(args, "_")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := run(t, args...)

@@ -201,6 +201,10 @@ func (a *Authz) HighRiskToolsOrDefault() []string {
 type sections struct {
 	pos map[string]Pos
 	bad map[string]bool
+	// index maps a list's field path to the file index of each item kept,
+	// for lists that dropped items which failed to decode, so later checks
+	// point at the right item. Lazily created.
+	index map[string][]int
 }
 
 // decodeAuth reads the auth: mapping. Null reads as an empty section: writing

@@ -440,11 +440,14 @@ func TestExampleFileParses(t *testing.T) {
 	if cfg.Search.Embeddings == nil || len(cfg.Skills.Taxonomy) == 0 || cfg.Front.ToolExposure != ToolExposureSearch {
 		t.Errorf("uncommented example lacks search, skills or front: %+v %+v %+v", cfg.Search, cfg.Skills, cfg.Front)
 	}
+	if c := cfg.Clients["claude-code"]; c == nil || len(c.MCPTools.Required) == 0 || len(c.RoleRestrictions) == 0 {
+		t.Errorf("uncommented example lacks a clients: declaration: %+v", cfg.Clients)
+	}
 }
 
 // exampleKeyRE matches a commented-out line of YAML in the example: a
 // lower-case key or a list item. Prose comments start with a capital letter.
-var exampleKeyRE = regexp.MustCompile(`^ *([a-z_][a-z0-9_.]*:|- )`)
+var exampleKeyRE = regexp.MustCompile(`^ *([a-z_][a-z0-9_.-]*:|- )`)
 
 // uncommentExample removes the "# " of the example's commented-out YAML lines.
 func uncommentExample(s string) string {

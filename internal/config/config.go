@@ -62,6 +62,14 @@
 //	  classifier: {mode: offline}  # offline (default) | llm
 //	front:
 //	  tool_exposure: search        # all (default) | search
+//	clients:                       # what each MCP client tool needs (seed 002)
+//	  claude-code:
+//	    mcp_tools:
+//	      required: [files]        # server names from servers:
+//	      recommended: [github]
+//	    role_restrictions:
+//	      review:
+//	        allowed_tools: [files__read_file, github__*, bash]
 //
 // The environment overrides the auth section too: SWITCHBOARD_AUTH_MODE sets
 // auth.mode (creating the section), and SWITCHBOARD_JWT_SECRET or
@@ -147,9 +155,14 @@ type Config struct {
 	// Front is the front: section. [Parse] sets ToolExposure to "all" when
 	// neither the file nor SWITCHBOARD_TOOL_EXPOSURE sets it.
 	Front Front
+	// Clients are the declarations of the MCP client tools that use the
+	// gateway (clients: {claude-code: {...}, cursor: {...}}), by name; nil
+	// when the file has none. See [Client].
+	Clients map[string]*Client
 	// Pos is the position of each key of the sections other than servers
 	// and settings by field path, e.g. Pos["fallbacks.a.search[0]"],
-	// Pos["authz.role_restrictions.review.allowed_tools[1]"] or
+	// Pos["authz.role_restrictions.review.allowed_tools[1]"],
+	// Pos["clients.cursor.role_restrictions.review.allowed_tools[0]"] or
 	// Pos["skills.taxonomy[2].id"], so problems found after loading (an
 	// unknown tool after discovery) can point at the line. Nil when the
 	// file has none of them.

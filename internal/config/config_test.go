@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -1563,6 +1564,9 @@ func FuzzParse(f *testing.F) {
 		"  classifier: {mode: llm, url: \"http://l:1\", model: m, batch_size: 3, concurrency: 2, timeout_seconds: 9}\nfront: {tool_exposure: search}\n"))
 	f.Add([]byte("search: {embeddings: ~}\nskills: {taxonomy: [], classifier: {mode: offline}}\nfront:\n  tool_exposure: all\n"))
 	f.Add([]byte("skills:\n  taxonomy: [{id: x}, ~, [1], {id: x, name: n, description: d, examples: [\"\"]}]\n  classifier: {url: u, api_key_env: sk-x}\n"))
+	f.Add([]byte("servers:\n  fs: {transport: stdio, command: x}\n  g: {transport: stdio, command: y, prefix: p}\n" +
+		"clients:\n  cc:\n    mcp_tools: {required: [fs], recommended: [g, fs], optional: [~, \"\"]}\n" +
+		"    role_restrictions:\n      r: {allowed_tools: [fs.a, p.*, bash, .x, g.]}\n      e: {allowed_tools: []}\n  Bad: {mcp_tool: 1}\n"))
 	getenv := envFunc(map[string]string{"A": "a", "B": "b", "T": "t", "Y": "y"})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse("fuzz.yaml", data, getenv)
@@ -1627,6 +1631,23 @@ func FuzzParse(f *testing.F) {
 		}
 		if x := cfg.Front.ToolExposure; x != ToolExposureAll && x != ToolExposureSearch {
 			t.Fatalf("accepted tool exposure %q", x)
+		}
+		for name, c := range cfg.Clients {
+			if !NameRE.MatchString(name) || c.Name != name {
+				t.Fatalf("accepted client %q: %+v", name, c)
+			}
+			seen := map[string]bool{}
+			for _, r := range c.MCPTools.Requirements() {
+				if seen[r.Server] || cfg.Server(r.Server) == nil {
+					t.Fatalf("accepted requirement %+v of client %q", r, name)
+				}
+				seen[r.Server] = true
+			}
+			for role, list := range c.RoleRestrictions {
+				if len(list) == 0 || slices.Contains(list, "") {
+					t.Fatalf("accepted role %q of client %q: %q", role, name, list)
+				}
+			}
 		}
 		for key, list := range cfg.Fallbacks {
 			if !strings.Contains(key, cfg.Settings.ToolNameSeparator) || len(list) == 0 {

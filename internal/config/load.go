@@ -147,6 +147,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 		}
 	}
 	validateFallbacks(c, cfg, st, servers, serversKnown)
+	validateClients(c, cfg, st, servers, serversKnown)
 	errs = append(errs, c.errs...)
 
 	slices.SortFunc(servers, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
@@ -158,7 +159,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 }
 
 // topKeys are the keys allowed at the top level of a file.
-var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions", "search", "skills", "front"}
+var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions", "search", "skills", "front", "clients"}
 
 // decodeTop decodes the document's top-level mapping into cfg (all but the
 // servers) and returns the servers, the fields of each that failed to decode,
@@ -219,6 +220,9 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 		case "front":
 			cfg.Front = d.decodeFront(e.value, st)
 			st.pos["front"] = e.pos
+		case "clients":
+			cfg.Clients = d.decodeClients(e.value, st)
+			st.pos["clients"] = e.pos
 		default:
 			d.errorf(e.pos, e.key, "unknown top-level key %q: only %s are allowed%s", e.key, quotedTopKeys(), suggest(e.key, topKeys))
 		}
