@@ -69,21 +69,44 @@ func (db *DB) ListBreakers(ctx context.Context) ([]BreakerState, error) {
 	defer rows.Close()
 	var out []BreakerState
 	for rows.Next() {
-		var b BreakerState
-		var lastFailure, opened sql.NullInt64
-		var generation, updated int64
-		if err := rows.Scan(&b.Key, &b.State, &b.Failures, &b.Successes, &b.HalfOpenRequests,
-			&lastFailure, &opened, &generation, &updated); err != nil {
+		b, err := scanBreaker(rows)
+		if err != nil {
 			return nil, fmt.Errorf("listing circuit breakers: %w", err)
 		}
-		b.LastFailureAt, b.OpenedAt = zeroTime(lastFailure), zeroTime(opened)
-		b.Generation, b.UpdatedAt = uint64(generation), fromNanos(updated)
 		out = append(out, b)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing circuit breakers: %w", err)
 	}
 	return out, nil
+}
+
+// GetBreaker returns the saved state of one breaker, as a replica does when
+// another one notifies it that the key changed, rather than reloading them
+// all. A key never saved is [ErrNotFound].
+func (db *DB) GetBreaker(ctx context.Context, key string) (BreakerState, error) {
+	b, err := scanBreaker(db.reader().QueryRowContext(ctx,
+		`SELECT `+breakerColumns+` FROM circuit_breakers WHERE circuit_key = $1`, key))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return BreakerState{}, fmt.Errorf("getting circuit breaker %q: %w", key, ErrNotFound)
+	case err != nil:
+		return BreakerState{}, fmt.Errorf("getting circuit breaker %q: %w", key, err)
+	}
+	return b, nil
+}
+
+func scanBreaker(sc scanner) (BreakerState, error) {
+	var b BreakerState
+	var lastFailure, opened sql.NullInt64
+	var generation, updated int64
+	if err := sc.Scan(&b.Key, &b.State, &b.Failures, &b.Successes, &b.HalfOpenRequests,
+		&lastFailure, &opened, &generation, &updated); err != nil {
+		return BreakerState{}, err
+	}
+	b.LastFailureAt, b.OpenedAt = zeroTime(lastFailure), zeroTime(opened)
+	b.Generation, b.UpdatedAt = uint64(generation), fromNanos(updated)
+	return b, nil
 }
 
 // DeleteBreaker forgets the breaker's state, as when its server is removed.

@@ -247,6 +247,7 @@ func openSQLite(ctx context.Context, t sqliteTarget, logger *slog.Logger) (_ *DB
 			return nil, fmt.Errorf("opening store %q: %w", t.path, err)
 		}
 	}
+	db.note = newSQLiteNotifier(logger, t)
 	logger.Debug("store opened", "dialect", d.name, "path", t.path)
 	return db, nil
 }

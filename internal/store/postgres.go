@@ -46,9 +46,11 @@ func openPostgres(ctx context.Context, dsn string, logger *slog.Logger) (_ *DB, 
 	fail := func(err error) error {
 		return redact(fmt.Errorf("opening store %s: %w", where, err), secrets)
 	}
+	listenCfg := cfg.Copy()
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		// Lets operators tell the gateway's sessions apart in pg_stat_activity.
 		cfg.RuntimeParams["application_name"] = "switchboard"
+		listenCfg.RuntimeParams["application_name"] = "switchboard-listen"
 	}
 
 	pool := stdlib.OpenDB(*cfg)
@@ -68,7 +70,8 @@ func openPostgres(ctx context.Context, dsn string, logger *slog.Logger) (_ *DB, 
 		return nil, fail(err)
 	}
 	logger.Debug("store opened", "dialect", d.name, "database", where)
-	return &DB{dialect: d, logger: logger, write: pool, read: pool}, nil
+	return &DB{dialect: d, logger: logger, write: pool, read: pool,
+		note: newPostgresNotifier(logger, pool, listenCfg, secrets)}, nil
 }
 
 // pgLabel names the database cfg points at for messages, without the

@@ -66,10 +66,16 @@ type DB struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// Change notifications: shared by the handle returned by Open and its
+	// transactions' handles.
+	note *notifier
+
 	// Set on a transaction's handle. depth counts nested Transact calls,
-	// which become savepoints.
-	tx    *sql.Tx
-	depth int
+	// which become savepoints. pending holds the SQLite notifications sent
+	// in the transaction (or savepoint), delivered when it commits.
+	tx      *sql.Tx
+	depth   int
+	pending *[]pendingNote
 }
 
 // reader is where queries run: inside a transaction they must see its own
@@ -90,6 +96,7 @@ func (db *DB) Close() error {
 		return errors.New("closing store: Close called on a transaction's handle")
 	}
 	db.closeOnce.Do(func() {
+		db.note.close()
 		var errs []error
 		if db.read != db.write {
 			errs = append(errs, db.read.Close())
@@ -138,7 +145,7 @@ func (db *DB) Transact(ctx context.Context, fn func(tx *DB) error) error {
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
-	txdb := &DB{dialect: db.dialect, logger: db.logger, tx: tx}
+	txdb := &DB{dialect: db.dialect, logger: db.logger, note: db.note, tx: tx, pending: new([]pendingNote)}
 	committed := false
 	defer func() {
 		if !committed {
@@ -154,6 +161,9 @@ func (db *DB) Transact(ctx context.Context, fn func(tx *DB) error) error {
 	committed = true
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing transaction: %w", err)
+	}
+	for _, p := range *txdb.pending {
+		db.note.hub.publish(db.note, p.channel, p.payload)
 	}
 	return nil
 }
@@ -175,7 +185,8 @@ func (db *DB) savepoint(ctx context.Context, fn func(tx *DB) error) error {
 	if _, err := db.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("creating savepoint: %w", err)
 	}
-	inner := &DB{dialect: db.dialect, logger: db.logger, tx: db.tx, depth: db.depth + 1}
+	inner := &DB{dialect: db.dialect, logger: db.logger, note: db.note, tx: db.tx, depth: db.depth + 1,
+		pending: new([]pendingNote)}
 	// A panic skips the cleanup below on purpose: it unwinds through the
 	// outermost Transact, which rolls back the whole transaction.
 	if err := fn(inner); err != nil {
@@ -192,6 +203,7 @@ func (db *DB) savepoint(ctx context.Context, fn func(tx *DB) error) error {
 	if _, err := db.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("releasing savepoint: %w", err)
 	}
+	*db.pending = append(*db.pending, *inner.pending...)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -307,5 +308,206 @@ func TestPostgresOpenErrors(t *testing.T) {
 				t.Errorf("error %q leaks the password", err)
 			}
 		})
+	}
+}
+
+// openPostgresDSN opens dsn, closing it when t ends.
+func openPostgresDSN(t *testing.T, dsn string) *store.DB {
+	t.Helper()
+	db, err := store.Open(t.Context(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
+}
+
+// TestPostgresNotifyAcrossHandles checks a change announced on one replica
+// reaches another on the same database, and only at commit.
+func TestPostgresNotifyAcrossHandles(t *testing.T) {
+	ctx := t.Context()
+	dsn := storetest.StartPostgres(t)
+	a, b := openPostgresDSN(t, dsn), openPostgresDSN(t, dsn)
+	if !a.IsPostgres() {
+		t.Fatal("IsPostgres = false on PostgreSQL")
+	}
+	listen := func(db *store.DB, channel string) <-chan store.Notification {
+		t.Helper()
+		ch, err := db.Listen(ctx, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	onA, servers, grants := listen(a, "servers"), listen(b, "servers"), listen(b, "grants")
+
+	if err := a.Notify(ctx, "servers", "github"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.Notification{Channel: "servers", Payload: "github"}, storetest.Receive(t, servers)); diff != "" {
+		t.Errorf("on b (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(store.Notification{Channel: "servers", Payload: "github", Self: true}, storetest.Receive(t, onA)); diff != "" {
+		t.Errorf("on a, the sender (-want +got):\n%s", diff)
+	}
+
+	boom := errors.New("boom")
+	if err := a.Transact(ctx, func(tx *store.DB) error {
+		if err := tx.Notify(ctx, "grants", "rolled back"); err != nil {
+			t.Fatal(err)
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("Transact = %v, want boom", err)
+	}
+	if err := a.Transact(ctx, func(tx *store.DB) error {
+		return tx.Notify(ctx, "grants", "committed")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := storetest.Receive(t, grants); got.Payload != "committed" || got.Channel != "grants" {
+		t.Errorf("on b's grants listener got %+v, want the committed notification first", got)
+	}
+	// Nothing on grants reached the servers listener: the next thing it
+	// gets is the next notification on servers.
+	if err := b.Notify(ctx, "servers", "from b"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.Notification{Channel: "servers", Payload: "from b", Self: true}, storetest.Receive(t, servers)); diff != "" {
+		t.Errorf("on b's servers listener (-want +got):\n%s", diff)
+	}
+}
+
+// terminateListeners ends, from outside, the listener sessions on the
+// database of dsn, as a failover or an administrator would, and returns how
+// many there were.
+func terminateListeners(t *testing.T, raw *sql.DB) int {
+	t.Helper()
+	var n int
+	err := raw.QueryRowContext(t.Context(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'switchboard-listen'`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPostgresListenReconnect checks a listener whose session is killed
+// reconnects, says it may have missed changes, then delivers again.
+func TestPostgresListenReconnect(t *testing.T) {
+	ctx := t.Context()
+	dsn := storetest.StartPostgres(t)
+	a, b := openPostgresDSN(t, dsn), openPostgresDSN(t, dsn)
+	ch, err := b.Listen(ctx, "servers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := terminateListeners(t, rawPostgres(t, dsn)); n != 1 {
+		t.Fatalf("terminated %d listener sessions, want 1", n)
+	}
+	if diff := cmp.Diff(store.Notification{Channel: "servers", Resync: true}, storetest.Receive(t, ch)); diff != "" {
+		t.Errorf("after the kill (-want +got):\n%s", diff)
+	}
+	for _, p := range []string{"one", "two"} {
+		if err := a.Notify(ctx, "servers", p); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(store.Notification{Channel: "servers", Payload: p}, storetest.Receive(t, ch)); diff != "" {
+			t.Errorf("after reconnecting (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// TestPostgresNotifyConnBroken checks Notify recovers when its pinned
+// connection is killed: one call may fail, the next ones succeed.
+func TestPostgresNotifyConnBroken(t *testing.T) {
+	ctx := t.Context()
+	dsn := storetest.StartPostgres(t)
+	db := openPostgresDSN(t, dsn)
+	ch, err := db.Listen(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Notify(ctx, "c", "before"); err != nil {
+		t.Fatal(err)
+	}
+	if got := storetest.Receive(t, ch); got.Payload != "before" || !got.Self {
+		t.Fatalf("got %+v", got)
+	}
+	// Kill every session but the listener's: the notify connection among them.
+	raw := rawPostgres(t, dsn)
+	if _, err := raw.ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'switchboard'`); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Notify(ctx, "c", "maybe lost") // finds its connection dead
+	if err := db.Notify(ctx, "c", "after"); err != nil {
+		t.Fatalf("Notify after its connection was killed: %v", err)
+	}
+	for {
+		got := storetest.Receive(t, ch)
+		if got.Payload == "maybe lost" {
+			continue
+		}
+		if diff := cmp.Diff(store.Notification{Channel: "c", Payload: "after", Self: true}, got); diff != "" {
+			t.Errorf("after the kill (-want +got):\n%s", diff)
+		}
+		break
+	}
+}
+
+// TestPostgresListenLifetime checks listeners end with their ctx or with
+// Close, leaving no goroutine and no session behind.
+func TestPostgresListenLifetime(t *testing.T) {
+	dsn := storetest.StartPostgres(t)
+	before := listenerGoroutines()
+	db, err := store.Open(t.Context(), dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	byCtx, err := db.Listen(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byClose, err := db.Listen(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	storetest.ExpectClosed(t, byCtx)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	storetest.ExpectClosed(t, byClose)
+	if _, err := db.Listen(t.Context(), "c"); err == nil {
+		t.Error("Listen after Close succeeded")
+	}
+	if err := db.Notify(t.Context(), "c", "x"); err == nil {
+		t.Error("Notify after Close succeeded")
+	}
+	if after := listenerGoroutines(); after != before {
+		t.Errorf("%d listener goroutines after Close, %d before", after, before)
+	}
+	// The server notices the closed sockets on its own time: wait for it.
+	raw := rawPostgres(t, dsn)
+	deadline := time.Now().Add(storetest.NotifyTimeout)
+	for {
+		var n int
+		if err := raw.QueryRowContext(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name LIKE 'switchboard%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d store sessions still open after Close", n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

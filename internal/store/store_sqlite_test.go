@@ -1,9 +1,12 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -179,7 +182,140 @@ func TestAppliedMigrations(t *testing.T) {
 			t.Errorf("migration %s has no AppliedAt", m.Version)
 		}
 	}
-	if diff := cmp.Diff([]string{"0001_servers_tools_history", "0002_keys_grants_tokens_breakers_audit"}, versions); diff != "" {
+	if diff := cmp.Diff([]string{"0001_servers_tools_history", "0002_keys_grants_tokens_breakers_audit", "0003_replicas"}, versions); diff != "" {
 		t.Errorf("applied migrations (-want +got):\n%s", diff)
+	}
+}
+
+// listenerGoroutines counts the goroutines running the store's listeners.
+func listenerGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "internal/store.(*notifier)") || strings.Contains(g, "internal/store.(*DB).Listen") {
+			count++
+		}
+	}
+	return count
+}
+
+// TestSQLiteNotifySharedFile checks that handles of one process on one file
+// hear each other, as replicas on one PostgreSQL do, and handles on another
+// file do not.
+func TestSQLiteNotifySharedFile(t *testing.T) {
+	open := func(path string) *store.DB {
+		db, err := store.Open(t.Context(), path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dir := t.TempDir()
+	a := open(filepath.Join(dir, "one.db"))
+	b := open(filepath.Join(dir, ".", "one.db"))
+	other := open(filepath.Join(dir, "two.db"))
+	if a.IsPostgres() {
+		t.Error("IsPostgres on SQLite = true")
+	}
+	onA, err := a.Listen(t.Context(), "servers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onB, err := b.Listen(t.Context(), "servers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onOther, err := other.Listen(t.Context(), "servers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Notify(t.Context(), "servers", "from a"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.Notification{Channel: "servers", Payload: "from a", Self: true}, storetest.Receive(t, onA)); diff != "" {
+		t.Errorf("on a (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(store.Notification{Channel: "servers", Payload: "from a"}, storetest.Receive(t, onB)); diff != "" {
+		t.Errorf("on b (-want +got):\n%s", diff)
+	}
+	if err := other.Notify(t.Context(), "servers", "from other"); err != nil {
+		t.Fatal(err)
+	}
+	// Delivery is synchronous: had a's notification reached other's
+	// listener, it would be queued ahead of other's own.
+	if got := storetest.Receive(t, onOther); got.Payload != "from other" {
+		t.Errorf("listener on another file got %+v", got)
+	}
+}
+
+// TestSQLiteNotifyOverflow checks a listener that does not read loses what
+// overflows its buffer, counted, and never blocks the sender.
+func TestSQLiteNotifyOverflow(t *testing.T) {
+	db := openSQLite(t)
+	ch, err := db.Listen(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const buffer, extra = 1024, 5
+	for i := range buffer + extra {
+		if err := db.Notify(t.Context(), "c", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := db.DroppedNotifications(); got != extra {
+		t.Errorf("DroppedNotifications = %d, want %d", got, extra)
+	}
+	for i := range buffer {
+		if got := storetest.Receive(t, ch); got.Payload != strconv.Itoa(i) {
+			t.Fatalf("notification %d has payload %q", i, got.Payload)
+		}
+	}
+	select {
+	case n := <-ch:
+		t.Errorf("got %+v beyond the buffer", n)
+	default:
+	}
+}
+
+// TestSQLiteListenLifetime checks listeners end with their ctx or with
+// Close, leaving no goroutine behind, and a closed store refuses both calls.
+func TestSQLiteListenLifetime(t *testing.T) {
+	before := listenerGoroutines()
+	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	byCtx, err := db.Listen(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byClose, err := db.Listen(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	storetest.ExpectClosed(t, byCtx)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	storetest.ExpectClosed(t, byClose)
+	if _, err := db.Listen(t.Context(), "c"); err == nil {
+		t.Error("Listen after Close succeeded")
+	}
+	if err := db.Notify(t.Context(), "c", "x"); err == nil {
+		t.Error("Notify after Close succeeded")
+	}
+	if after := listenerGoroutines(); after != before {
+		t.Errorf("%d listener goroutines after Close, %d before", after, before)
 	}
 }

@@ -53,6 +53,10 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"InvocationsPaging", testInvocationsPaging},
 		{"InvocationStats", testInvocationStats},
 		{"SortOrder", testSortOrder},
+		{"NotifyListen", testNotifyListen},
+		{"NotifyInvalid", testNotifyInvalid},
+		{"Replicas", testReplicas},
+		{"GetBreaker", testGetBreaker},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
