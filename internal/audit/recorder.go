@@ -91,12 +91,13 @@ var ErrDropped = errors.New("audit records dropped")
 // Recorder writes records to a [Sink] in the background, in batches and in
 // the order they were recorded. [Recorder.Record] never blocks, so auditing
 // can never slow down or fail a tool call: when the queue is full the record
-// is dropped and counted instead. A Recorder owns two goroutines (writer and,
-// with Retention, purger); its owner must call [Recorder.Close]. All methods
-// are safe for concurrent use.
+// is dropped and counted instead. [Recorder.RecordSync] is the durable
+// alternative for callers that must wait until their row is stored. A
+// Recorder owns two goroutines (writer and, with Retention, purger); its
+// owner must call [Recorder.Close]. All methods are safe for concurrent use.
 type Recorder struct {
 	sink     Sink
-	queue    chan Record
+	queue    chan entry
 	flushReq chan struct{}
 	quit     chan struct{} // closed by Close: drain and stop
 	done     chan struct{} // closed when every goroutine has returned
@@ -134,7 +135,20 @@ type Recorder struct {
 	lastWarn     time.Time
 	pendingDrops uint64
 
+	// direct counts RecordSync calls writing to the sink themselves
+	// because the queue was full; Close waits for them. Add only under mu
+	// while not closed, so no Add races the Wait.
+	direct sync.WaitGroup
+
 	closeOnce sync.Once
+}
+
+// entry is a queued record. res is nil for [Recorder.Record]; for
+// [Recorder.RecordSync] it receives the outcome of the batch holding the
+// record (buffered, so the writer never waits for a caller that gave up).
+type entry struct {
+	rec Record
+	res chan error
 }
 
 // NewRecorder starts a Recorder writing to sink. A nil opts means defaults.
@@ -174,7 +188,7 @@ func NewRecorder(sink Sink, opts *Options) *Recorder {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Recorder{
 		sink:          sink,
-		queue:         make(chan Record, o.QueueSize),
+		queue:         make(chan entry, o.QueueSize),
 		flushReq:      make(chan struct{}, 1),
 		quit:          make(chan struct{}),
 		done:          make(chan struct{}),
@@ -202,6 +216,9 @@ func NewRecorder(sink Sink, opts *Options) *Recorder {
 	}
 	go func() {
 		wg.Wait()
+		// The writer returns only after Close set closed, so no direct
+		// write can start now.
+		r.direct.Wait()
 		close(r.done)
 	}()
 	return r
@@ -213,6 +230,86 @@ func NewRecorder(sink Sink, opts *Options) *Recorder {
 // most one warning per 10s, with the count) when the queue is full or the
 // Recorder is closed.
 func (r *Recorder) Record(rec Record) bool {
+	r.fill(&rec)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.drop("recorder closed")
+		return false
+	}
+	select {
+	case r.queue <- entry{rec: rec}:
+		r.accepted.Add(1)
+		r.mu.Unlock()
+		r.reportDepth()
+		return true
+	default:
+		r.mu.Unlock()
+		r.drop("queue full")
+		return false
+	}
+}
+
+// RecordSync records rec like [Recorder.Record] but returns only once it is
+// stored, for callers that must not lose a row (a replica killed right
+// after a call completed still has its audit row). The writer flushes at
+// once when a synchronous record is waiting, so concurrent callers share
+// one WriteAudit (group commit) and none waits for FlushInterval.
+//
+// If ctx ends first, RecordSync returns ctx's error wrapped; the record
+// stays queued and is still written. If the queue is full, RecordSync writes
+// the record to the sink itself (bounded by ctx, ahead of the queued
+// records) rather than drop it. It returns an error wrapping [ErrDropped]
+// when the record was lost: the sink failed after its retries (the error
+// wraps the sink's too), ctx ended during such a direct write, or the
+// Recorder is closed.
+func (r *Recorder) RecordSync(ctx context.Context, rec Record) error {
+	r.fill(&rec)
+	res := make(chan error, 1)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.drop("recorder closed")
+		return fmt.Errorf("recording audit record: %w: recorder closed", ErrDropped)
+	}
+	select {
+	case r.queue <- entry{rec: rec, res: res}:
+		r.accepted.Add(1)
+		r.mu.Unlock()
+		r.reportDepth()
+	default:
+		r.direct.Add(1)
+		r.mu.Unlock()
+		defer r.direct.Done()
+		return r.writeDirect(ctx, rec)
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for audit record to be written: %w", ctx.Err())
+	}
+}
+
+// writeDirect writes one record from the caller's goroutine, with the
+// writer's retries, until ctx ends or Close gives up.
+func (r *Recorder) writeDirect(ctx context.Context, rec Record) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(r.ctx, cancel)
+	defer stop()
+	attempts, err := r.writeRetrying(ctx, []Record{rec})
+	if err == nil {
+		return nil
+	}
+	r.logger.Error("audit record dropped after direct write failures (queue full)",
+		"count", 1, "attempts", attempts, "err", err)
+	r.countWriteDrops(1)
+	return fmt.Errorf("writing audit record: %w: %w", ErrDropped, err)
+}
+
+// fill sets the defaults Record documents.
+func (r *Recorder) fill(rec *Record) {
 	if rec.ID == "" {
 		if id, err := uuid.NewV7(); err == nil {
 			rec.ID = id.String()
@@ -228,24 +325,6 @@ func (r *Recorder) Record(rec Record) bool {
 	}
 	if rec.Replica == "" {
 		rec.Replica = r.replica
-	}
-
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		r.drop("recorder closed")
-		return false
-	}
-	select {
-	case r.queue <- rec:
-		r.accepted.Add(1)
-		r.mu.Unlock()
-		r.reportDepth()
-		return true
-	default:
-		r.mu.Unlock()
-		r.drop("queue full")
-		return false
 	}
 }
 
@@ -342,9 +421,10 @@ func (r *Recorder) advance(n int) {
 }
 
 // Close stops accepting records (Record then returns false and counts a
-// drop), writes what is queued and stops the goroutines. If ctx ends first,
-// Close cancels the sink's context, drops what is left and still waits for
-// the goroutines, so none outlives it. It returns an error wrapping
+// drop), writes what is queued, waits for RecordSync calls writing directly
+// and stops the goroutines. If ctx ends first, Close cancels the sink's
+// context, drops what is left and still waits for the goroutines and those
+// calls, so none outlives it. It returns an error wrapping
 // [ErrDropped] (and ctx's error, if that was the cause) when records were
 // lost during the close, and nil otherwise. Close is idempotent; every call
 // waits for the shutdown.
@@ -393,50 +473,64 @@ func (r *Recorder) write() {
 	timer := time.NewTimer(r.flushInterval)
 	timer.Stop()
 	defer timer.Stop()
-	var batch []Record
-	// add appends rec and writes the batch when it is full.
-	add := func(rec Record) {
-		batch = append(batch, rec)
+	var (
+		batch   []Record
+		waiters []chan error // RecordSync callers of the records in batch
+	)
+	// add appends e and writes the batch when it is full.
+	add := func(e entry) {
+		batch = append(batch, e.rec)
+		if e.res != nil {
+			waiters = append(waiters, e.res)
+		}
 		if len(batch) >= r.batchSize {
-			r.writeBatch(batch)
-			batch = nil
+			r.writeBatch(batch, waiters)
+			batch, waiters = nil, nil
 		}
 	}
 	// flush writes the partial batch, if any.
 	flush := func() {
 		timer.Stop()
 		if len(batch) > 0 {
-			r.writeBatch(batch)
-			batch = nil
+			r.writeBatch(batch, waiters)
+			batch, waiters = nil, nil
 		}
+	}
+	// flushQueued writes the partial batch and what is queued now. It
+	// takes only what is queued now: the records a Flush or RecordSync
+	// waits for are ahead, and a busy producer must not keep the writer
+	// draining for ever.
+	flushQueued := func() {
+		for range len(r.queue) {
+			add(<-r.queue)
+		}
+		flush()
 	}
 	for {
 		select {
-		case rec := <-r.queue:
+		case e := <-r.queue:
 			if len(batch) == 0 {
 				timer.Reset(r.flushInterval)
 			}
-			add(rec)
-			if len(batch) == 0 {
+			add(e)
+			if e.res != nil {
+				// Group commit: a caller is waiting, so write now, and
+				// take along whoever queued while the last write ran.
+				flushQueued()
+			} else if len(batch) == 0 {
 				timer.Stop()
 			}
 		case <-timer.C:
 			flush()
 		case <-r.flushReq:
-			// Take only what is queued now: the records Flush waits for
-			// are at the head, and a busy producer must not keep the
-			// writer draining for ever.
-			for range len(r.queue) {
-				add(<-r.queue)
-			}
-			flush()
+			flushQueued()
 		case <-r.quit:
 			// Record sends nothing after Close set closed, so emptying
 			// the queue once is enough.
 			for {
 				select {
-				case rec := <-r.queue:
-					add(rec)
+				case e := <-r.queue:
+					add(e)
 				default:
 					flush()
 					return
@@ -448,45 +542,58 @@ func (r *Recorder) write() {
 
 // writeBatch writes batch, trying up to writeAttempts times with jittered
 // exponential backoff, and drops it (logged, counted) if every try fails.
-func (r *Recorder) writeBatch(batch []Record) {
-	var err error
-	attempts := 0
+// Either way it then tells waiters the outcome.
+func (r *Recorder) writeBatch(batch []Record, waiters []chan error) {
+	attempts, err := r.writeRetrying(r.ctx, batch)
+	if err != nil {
+		// Log the count and cause only: records may hold secrets even redacted.
+		r.logger.Error("audit batch dropped after write failures",
+			"count", len(batch), "attempts", attempts, "err", err)
+		r.countWriteDrops(len(batch))
+		err = fmt.Errorf("writing audit records: %w: %w", ErrDropped, err)
+	}
+	r.advance(len(batch))
+	for _, w := range waiters {
+		w <- err
+	}
+}
+
+// writeRetrying calls WriteAudit up to writeAttempts times, each bounded by
+// WriteTimeout, with jittered exponential backoff between tries, until one
+// succeeds or ctx ends. It returns the number of calls and the last error.
+func (r *Recorder) writeRetrying(ctx context.Context, recs []Record) (attempts int, err error) {
 	for attempts < writeAttempts {
-		if r.ctx.Err() != nil {
-			err = r.ctx.Err()
-			break
+		if ctx.Err() != nil {
+			return attempts, ctx.Err()
 		}
-		if attempts > 0 && !r.sleep(attempts) {
-			err = r.ctx.Err()
-			break
+		if attempts > 0 && !r.sleep(ctx, attempts) {
+			return attempts, ctx.Err()
 		}
 		attempts++
-		ctx, cancel := context.WithTimeout(r.ctx, r.writeTimeout)
-		err = r.sink.WriteAudit(ctx, batch)
+		callCtx, cancel := context.WithTimeout(ctx, r.writeTimeout)
+		err = r.sink.WriteAudit(callCtx, recs)
 		cancel()
 		if err == nil {
-			r.advance(len(batch))
-			return
+			return attempts, nil
 		}
 	}
-	// Log the count and cause only: records may hold secrets even redacted.
-	r.logger.Error("audit batch dropped after write failures",
-		"count", len(batch), "attempts", attempts, "err", err)
-	n := uint64(len(batch))
-	r.dropped.Add(n)
-	r.writeDropped.Add(n)
+	return attempts, err
+}
+
+// countWriteDrops counts n records dropped after write failures.
+func (r *Recorder) countWriteDrops(n int) {
+	r.dropped.Add(uint64(n))
+	r.writeDropped.Add(uint64(n))
 	if r.onOverflow != nil {
-		for range len(batch) {
+		for range n {
 			r.onOverflow()
 		}
 	}
-	r.advance(len(batch))
 }
 
 // sleep waits before retry number attempt (1-based), doubling from
-// retryBackoff with ×0.5–1.5 jitter. It reports false if the Recorder's
-// context ended first.
-func (r *Recorder) sleep(attempt int) bool {
+// retryBackoff with ×0.5–1.5 jitter. It reports false if ctx ended first.
+func (r *Recorder) sleep(ctx context.Context, attempt int) bool {
 	d := r.retryBackoff << (attempt - 1)
 	d = time.Duration(float64(d) * (0.5 + rand.Float64()))
 	t := time.NewTimer(d)
@@ -494,7 +601,7 @@ func (r *Recorder) sleep(attempt int) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-r.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }

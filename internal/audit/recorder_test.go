@@ -27,9 +27,13 @@ type fakeSink struct {
 	mu     sync.Mutex
 	recs   []Record
 	calls  int
+	active int // WriteAudit calls in progress
 	purges []time.Time
 	purged chan time.Time
 }
+
+// errLocked is what a failing fakeSink returns.
+var errLocked = errors.New("database is locked")
 
 func newFakeSink() *fakeSink {
 	return &fakeSink{
@@ -42,8 +46,14 @@ func newFakeSink() *fakeSink {
 func (s *fakeSink) WriteAudit(ctx context.Context, recs []Record) error {
 	s.mu.Lock()
 	s.calls++
+	s.active++
 	fail := s.calls <= s.failFirst
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+	}()
 	if s.block {
 		s.entered <- struct{}{}
 		select {
@@ -53,7 +63,7 @@ func (s *fakeSink) WriteAudit(ctx context.Context, recs []Record) error {
 		}
 	}
 	if fail {
-		return errors.New("database is locked")
+		return errLocked
 	}
 	s.mu.Lock()
 	s.recs = append(s.recs, recs...)
@@ -76,6 +86,12 @@ func (s *fakeSink) written() []Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Record(nil), s.recs...)
+}
+
+func (s *fakeSink) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active
 }
 
 func (s *fakeSink) callCount() int {
