@@ -168,6 +168,27 @@ type Options struct {
 	// for GET /api/v1/mcp/tools; nil = the version in the tool's _meta
 	// ("version") and enabled while its server is available.
 	ToolStatus func(t catalog.Tool) ToolStatus
+	// Cluster, if set, lists the live replicas (GET /api/v1/cluster).
+	Cluster func(ctx context.Context) (ClusterView, error)
+}
+
+// ClusterView is GET /api/v1/cluster: this replica and every live one.
+type ClusterView struct {
+	Self     string        `json:"self"`
+	Backend  string        `json:"backend"` // sqlite | postgres
+	Replicas []ReplicaView `json:"replicas"`
+}
+
+// ReplicaView is one gateway replica sharing the store.
+type ReplicaView struct {
+	ID          string    `json:"id"`
+	Host        string    `json:"host"`
+	PID         int       `json:"pid"`
+	Version     string    `json:"version"`
+	Address     string    `json:"address"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	Self        bool      `json:"self"`
 }
 
 type handler struct {
@@ -189,6 +210,7 @@ type handler struct {
 	visible    func(id authz.Identity, t catalog.Tool) bool
 	operation  func(ctx context.Context, op, server, detail string, err error)
 	toolStatus func(t catalog.Tool) ToolStatus
+	cluster    func(ctx context.Context) (ClusterView, error)
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -217,7 +239,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	}
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
-		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus}
+		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster}
 	return h.routes()
 }
 

@@ -23,6 +23,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.authed(h.serverCapabilities))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/logs", h.admin(h.serverLogs))
 	mux.Handle("GET /api/v1/whoami", h.authed(h.whoami))
+	mux.Handle("GET /api/v1/cluster", h.admin(h.clusterView))
 
 	mux.Handle("GET /api/v1/events", h.admin(h.streamEvents))
 	// Tool listings are filtered per caller (Options.Visible).

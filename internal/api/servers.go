@@ -251,3 +251,19 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// clusterView lists the gateway replicas sharing the store.
+func (h *handler) clusterView(w http.ResponseWriter, r *http.Request) error {
+	if h.cluster == nil {
+		return notConfigured("cluster")
+	}
+	v, err := h.cluster(r.Context())
+	if err != nil {
+		return err
+	}
+	if v.Replicas == nil {
+		v.Replicas = []ReplicaView{}
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}

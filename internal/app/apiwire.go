@@ -12,6 +12,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/identity"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -19,7 +20,7 @@ import (
 
 // apiHandler is the REST API wired to the gateway's parts.
 func (a *App) apiHandler() http.Handler {
-	return api.New(a.reg, a.cat, a.pipe, &api.Options{
+	return api.New(apiServers{a.reg, a}, a.cat, a.pipe, &api.Options{
 		Logger: a.logger, Ready: a.Ready, Events: a.events,
 		Keys:      apiKeys{a},
 		Policies:  apiPolicies{a},
@@ -28,6 +29,7 @@ func (a *App) apiHandler() http.Handler {
 		Stats:     apiStats{a.db},
 		Registrar: apiRegistrar{a},
 		Search:    a.disc,
+		Cluster:   a.clusterView,
 		// Disabled tools stay listed here (enabled: false, with the reason);
 		// MCP clients do not see them.
 		Visible:    a.sec.visible,
@@ -105,8 +107,10 @@ func (k apiKeys) Revoke(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	// A revoked key must stop working now, not when its cache entry expires.
+	// A revoked key must stop working now, not when its cache entry expires,
+	// on every replica.
 	k.a.sec.authn.Forget(row.Hash)
+	k.a.cluster.publish("key", row.Hash)
 	return nil
 }
 
@@ -143,6 +147,7 @@ func (p apiPolicies) Grant(ctx context.Context, req api.GrantRequest, grantedBy 
 	if err != nil {
 		return api.GrantResult{}, err
 	}
+	p.a.cluster.publish("policy", "")
 	p.a.events.Publish("policy.changed", map[string]any{"revision": p.a.sec.engine.Revision(), "reason": "grant",
 		"agent_id": g.AgentID, "server": g.Server, "tool": g.Tool})
 	res := api.GrantResult{Grant: g}
@@ -156,6 +161,7 @@ func (p apiPolicies) Revoke(ctx context.Context, id string) error {
 	if err := p.a.sec.engine.Revoke(ctx, id); err != nil {
 		return err
 	}
+	p.a.cluster.publish("policy", "")
 	p.a.events.Publish("policy.changed", map[string]any{"revision": p.a.sec.engine.Revision(), "reason": "revoke", "grant_id": id})
 	return nil
 }
@@ -175,7 +181,11 @@ func (p apiPolicies) IssueToken(ctx context.Context, req api.TokenRequest) (api.
 }
 
 func (p apiPolicies) RevokeToken(ctx context.Context, id string) error {
-	return p.a.sec.engine.RevokeToken(ctx, id)
+	if err := p.a.sec.engine.RevokeToken(ctx, id); err != nil {
+		return err
+	}
+	p.a.cluster.publish("policy", "")
+	return nil
 }
 
 // apiAudit reads the audit log.
@@ -227,4 +237,60 @@ func (s apiStats) Stats(ctx context.Context, f audit.Filter) ([]api.ToolStats, e
 		}
 	}
 	return out, err
+}
+
+// apiServers is the registry as the API sees it: changes made through the
+// API are announced to the other replicas.
+type apiServers struct {
+	*registry
+	a *App
+}
+
+func (s apiServers) Register(ctx context.Context, def *config.Server, autoConnect bool) (api.Server, error) {
+	v, err := s.registry.Register(ctx, def, autoConnect)
+	if err == nil {
+		s.a.cluster.publish("servers", "")
+	}
+	return v, err
+}
+
+func (s apiServers) Remove(ctx context.Context, idOrName string) error {
+	err := s.registry.Remove(ctx, idOrName)
+	if err == nil {
+		s.a.cluster.publish("servers", "")
+	}
+	return err
+}
+
+func (s apiServers) Rename(ctx context.Context, idOrName, newName string) (api.Server, error) {
+	v, err := s.registry.Rename(ctx, idOrName, newName)
+	if err == nil {
+		s.a.cluster.publish("servers", "")
+	}
+	return v, err
+}
+
+func (s apiServers) SetDefaultAccess(ctx context.Context, idOrName, access string) (api.Server, error) {
+	v, err := s.registry.SetDefaultAccess(ctx, idOrName, access)
+	if err == nil {
+		s.a.cluster.publish("servers", "")
+	}
+	return v, err
+}
+
+// clusterView lists the live replicas for GET /api/v1/cluster.
+func (a *App) clusterView(ctx context.Context) (api.ClusterView, error) {
+	rows, err := a.db.Replicas(ctx, time.Now().Add(-replicaTimeout))
+	if err != nil {
+		return api.ClusterView{}, err
+	}
+	v := api.ClusterView{Self: a.sec.replica, Backend: "sqlite", Replicas: make([]api.ReplicaView, len(rows))}
+	if a.db.IsPostgres() {
+		v.Backend = "postgres"
+	}
+	for i, r := range rows {
+		v.Replicas[i] = api.ReplicaView{ID: r.ID, Host: r.Host, PID: r.PID, Version: r.Version, Address: r.Address,
+			StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Self: r.ID == a.sec.replica}
+	}
+	return v, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
@@ -60,6 +61,7 @@ type App struct {
 	reg     *registry
 	sec     *security
 	disc    *discovery
+	cluster *cluster
 	// manifests are the tool manifests registered through the API.
 	manifests manifests
 	cancel    context.CancelFunc
@@ -105,6 +107,11 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New()}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
+	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
+		db.Close()
+		cancel()
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
 	a.reg.metrics = a.metrics
 	a.events = telemetry.NewBus()
 	a.reg.events = a.events
@@ -132,19 +139,22 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	}
 	a.reg.onChange = a.policyChanged
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
-		Timeout:      time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
-		Retry:        retryPolicy(s),
-		Fallbacks:    cfg.Fallbacks,
-		Logger:       o.Logger,
-		Authorizer:   a.sec.engine,
-		Recorder:     a.sec.recorder,
-		Redactor:     a.sec.redactor,
-		Limiter:      a.sec.limiter,
-		Bulkhead:     a.sec.bulk,
-		Breakers:     a.sec.breakers,
-		Idempotency:  a.sec.idem,
-		RetryBudget:  a.sec.budget,
-		ToolState:    a.manifests.state,
+		Timeout:     time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
+		Retry:       retryPolicy(s),
+		Fallbacks:   cfg.Fallbacks,
+		Logger:      o.Logger,
+		Authorizer:  a.sec.engine,
+		Recorder:    a.sec.recorder,
+		Redactor:    a.sec.redactor,
+		Limiter:     a.sec.limiter,
+		Bulkhead:    a.sec.bulk,
+		Breakers:    a.sec.breakers,
+		Idempotency: a.sec.idem,
+		RetryBudget: a.sec.budget,
+		ToolState:   a.manifests.state,
+		// On PostgreSQL (replicas) a call returns only once its audit
+		// record is written: a replica killed after answering loses none.
+		DurableAudit: db.IsPostgres(),
 		ServerAccess: a.sec.engine.ServerAllowed,
 		OnCall:       a.onCall,
 	})
@@ -180,6 +190,9 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		return nil, err
 	}
 	a.start = start
+	a.cluster = newCluster(a, o.Version)
+	announce := func(key string) { a.cluster.publish("breaker", key) }
+	a.sec.persist.announce.Store(&announce)
 	return a, nil
 }
 
@@ -273,6 +286,7 @@ func (a *App) Close(ctx context.Context) {
 		a.front.Close()
 	}
 	a.disc.close()
+	a.disc = nil
 	if a.fronts != nil {
 		a.fronts.close()
 	}
@@ -281,6 +295,7 @@ func (a *App) Close(ctx context.Context) {
 			a.logger.Warn("closing upstreams", "error", err)
 		}
 	}
+	a.cluster.close()
 	// After the upstreams: calls finishing during their shutdown are still
 	// audited.
 	a.sec.close(ctx)

@@ -69,7 +69,7 @@ func TestConformanceThroughGateway(t *testing.T) {
 		g := startGateway(t, yaml, nil)
 		for _, endpoint := range []string{"/servers/fx/mcp", "/mcp"} {
 			t.Run(kind+endpoint, func(t *testing.T) {
-				passed, failed := runConformance(t, g.http.URL+endpoint)
+				passed, failed := runConformance(t, g.url()+endpoint)
 				t.Logf("%s upstream via %s: %d passed, %d failed (fixture alone: %d)", kind, endpoint, passed, failed, direct)
 				if failed != 0 || passed != direct {
 					t.Errorf("through the gateway: %d passed, %d failed; fixture alone: %d passed", passed, failed, direct)

@@ -150,8 +150,8 @@ func TestInspector(t *testing.T) {
 	bin := switchboardBin(t)
 	cfgPath, storePath := stdioGatewayConfig(t)
 	targets := map[string][]string{
-		"mcp":   {g.http.URL + "/mcp", "--transport", "http"},
-		"sse":   {g.http.URL + "/sse", "--transport", "sse"},
+		"mcp":   {g.url() + "/mcp", "--transport", "http"},
+		"sse":   {g.url() + "/sse", "--transport", "sse"},
 		"stdio": {"--transport", "stdio", "--", bin, "stdio", "--config", cfgPath, "--store", storePath, "--log-level", "warn"},
 	}
 	for name, target := range targets {

@@ -72,7 +72,7 @@ func TestDemoThroughFront(t *testing.T) {
 		})
 	}
 	// The calls and the server's state are in the Prometheus metrics.
-	resp, err := http.Get(g.http.URL + "/metrics")
+	resp, err := http.Get(g.url() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestListChangedReachesClients(t *testing.T) {
 			}
 		},
 	})
-	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.http.URL + "/mcp"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

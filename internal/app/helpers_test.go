@@ -68,11 +68,53 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// testSecretKey is the secret key of test gateways (base64 of 32 bytes).
+const testSecretKey = "c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQta2V5LTMyYnk="
+
 // gateway is a running gateway under test.
 type gateway struct {
 	app  *app.App
 	http *httptest.Server
 	logs *syncBuffer
+	base string // a gateway in another process: its URL
+}
+
+// url is the gateway's base URL.
+func (g *gateway) url() string {
+	if g.base != "" {
+		return g.base
+	}
+	return g.http.URL
+}
+
+// tryRest is restAs without failing the test: transport errors are
+// returned (a replica under test may have been killed).
+func (g *gateway) tryRest(key, method, path string, body any) (int, map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, g.url()+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out, nil
 }
 
 // startGateway parses yaml (with the demo server re-exec wired in), starts a
@@ -87,6 +129,11 @@ func startGatewayStore(t *testing.T, yaml string, env map[string]string, storePa
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
+		}
+		if k == "SWITCHBOARD_SECRET_KEY" {
+			// Servers registered through the API may carry literal env
+			// values, which the gateway stores only encrypted.
+			return testSecretKey
 		}
 		return os.Getenv(k)
 	}
@@ -133,9 +180,9 @@ func (g *gateway) connect(t *testing.T, path string) *mcp.ClientSession {
 	var tr mcp.Transport
 	switch path {
 	case "/sse":
-		tr = &mcp.SSEClientTransport{Endpoint: g.http.URL + path}
+		tr = &mcp.SSEClientTransport{Endpoint: g.url() + path}
 	default:
-		tr = &mcp.StreamableClientTransport{Endpoint: g.http.URL + path}
+		tr = &mcp.StreamableClientTransport{Endpoint: g.url() + path}
 	}
 	return connectClient(t, tr)
 }
@@ -190,7 +237,7 @@ func (g *gateway) rest(t *testing.T, method, path string, body any) (int, map[st
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), method, g.http.URL+path, rd)
+	req, _ := http.NewRequestWithContext(t.Context(), method, g.url()+path, rd)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -203,7 +203,7 @@ func TestChaos(t *testing.T) {
 // TestStatusEvents: every status change is an event on GET /api/v1/events.
 func TestStatusEvents(t *testing.T) {
 	g := startGateway(t, "servers:"+demoServer("demo"), nil)
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.http.URL+"/api/v1/events", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url()+"/api/v1/events", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

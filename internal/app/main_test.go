@@ -3,10 +3,14 @@ package app_test
 import (
 	"context"
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 
+	"github.com/switchboard-mcp/switchboard/internal/cli"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
 
 // demoEnv makes this test binary act as the demo server when the gateway
@@ -27,5 +31,15 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	if os.Getenv(gatewayEnv) == "1" {
+		// A gateway replica for the cluster tests: `switchboard <args>`.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(storetest.PostgresMain(m))
 }
+
+// gatewayEnv makes this test binary act as `switchboard` itself.
+const gatewayEnv = "SWITCHBOARD_TEST_RUN_GATEWAY"

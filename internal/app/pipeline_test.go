@@ -290,7 +290,7 @@ func (g *gateway) restAs(t *testing.T, key, method, path string, body any) (int,
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), method, g.http.URL+path, rd)
+	req, _ := http.NewRequestWithContext(t.Context(), method, g.url()+path, rd)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -310,7 +310,7 @@ func (g *gateway) restAs(t *testing.T, key, method, path string, body any) (int,
 
 func (g *gateway) connectAs(t *testing.T, key string) *mcp.ClientSession {
 	t.Helper()
-	return connectClient(t, &mcp.StreamableClientTransport{Endpoint: g.http.URL + "/mcp",
+	return connectClient(t, &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{key}}})
 }
 
@@ -322,7 +322,7 @@ func TestTwoAgentsThroughMCP(t *testing.T) {
 	if code, body := g.rest(t, "GET", "/api/v1/tools", nil); code != 401 || errorCode(body) != "missing_credentials" {
 		t.Fatalf("no credentials: %d %v", code, body)
 	}
-	resp, err := http.Post(g.http.URL+"/mcp", "application/json", strings.NewReader(`{}`))
+	resp, err := http.Post(g.url()+"/mcp", "application/json", strings.NewReader(`{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +520,7 @@ func TestAuditMixedCalls(t *testing.T) {
 // rawAs GETs path with a bearer key and returns the raw body.
 func (g *gateway) rawAs(t *testing.T, key, path string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.http.URL+path, nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", g.url()+path, nil)
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

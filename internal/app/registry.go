@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
@@ -65,6 +66,9 @@ type registry struct {
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
+	// keys encrypts the literal secrets of stored definitions; nil when no
+	// secret key is configured.
+	keys *secrets.Keyring
 	// onChange is told that the set of servers or their definitions
 	// changed (the authorization policy follows their default_access).
 	onChange func()
@@ -241,29 +245,159 @@ func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, erro
 			r.logger.Warn("server defined both in the config file and through the API; the file wins", "server", s.Name)
 			continue
 		}
-		var sd storedDef
-		if err := json.Unmarshal(s.Config, &sd); err != nil || sd.Server == nil {
-			r.logger.Error("stored server definition unreadable; skipping", "server", s.Name, "error", err)
-			continue
-		}
-		sd.Server.Name = s.Name
-		rec := &record{id: s.ID, source: sourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}
-		expanded, err := r.expand(sd.Server)
+		rec, err := r.addStored(ctx, s)
 		if err != nil {
-			// Registered, listed with the reason, never started with
-			// unresolved secrets.
-			r.logger.Error("stored server cannot start", "server", s.Name, "error", err)
-			rec.startErr = fmt.Errorf("cannot start: %w", err)
-			expanded = sd.Server.Redacted()
-		}
-		if err := r.add(ctx, rec, expanded); err != nil {
 			return nil, err
 		}
-		if sd.AutoConnect && rec.startErr == nil {
+		if rec != nil && rec.autoConnect && rec.startErr == nil {
 			start = append(start, s.Name)
 		}
 	}
 	return start, nil
+}
+
+// addStored registers an API-registered server read from the store. A
+// definition that cannot be read is skipped (nil record); one whose
+// secrets cannot be resolved is registered with the reason and not started.
+func (r *registry) addStored(ctx context.Context, s *store.Server) (*record, error) {
+	sd, err := r.decodeDef(s.Config)
+	if err != nil {
+		r.logger.Error("stored server definition unreadable; skipping", "server", s.Name, "error", err)
+		return nil, nil
+	}
+	sd.Server.Name = s.Name
+	rec := &record{id: s.ID, source: sourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}
+	expanded, err := r.expand(sd.Server)
+	if err != nil {
+		// Registered, listed with the reason, never started with
+		// unresolved secrets.
+		r.logger.Error("stored server cannot start", "server", s.Name, "error", err)
+		rec.startErr = fmt.Errorf("cannot start: %w", err)
+		expanded = sd.Server.Redacted()
+	}
+	if err := r.add(ctx, rec, expanded); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// decodeDef reads a stored definition.
+func (r *registry) decodeDef(raw []byte) (storedDef, error) {
+	var sd storedDef
+	if err := json.Unmarshal(raw, &sd); err != nil {
+		return sd, err
+	}
+	if sd.Server == nil {
+		return sd, errors.New("no server definition")
+	}
+	return sd, r.unseal(sd.Server)
+}
+
+// encodeDef is the stored form of a runtime-registered definition, its
+// literal secrets sealed.
+func (r *registry) encodeDef(def *config.Server, auto bool) ([]byte, error) {
+	sealed, err := r.seal(def)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedDef{Server: sealed, AutoConnect: auto})
+}
+
+// seal returns a copy of def whose literal header and env values (secrets
+// a ${VAR} reference does not keep out of the store) are encrypted with the
+// keyring. Without a keyring such a definition is refused: the store would
+// hold the secret in plaintext.
+func (r *registry) seal(def *config.Server) (*config.Server, error) {
+	cp := def.Clone()
+	for _, m := range []map[string]string{cp.Headers, cp.Env} {
+		for k, v := range m {
+			if !secrets.NeedsSealing(v) {
+				continue
+			}
+			if r.keys == nil {
+				return nil, &api.Error{Status: http.StatusUnprocessableEntity, Code: api.CodeValidation,
+					Message: fmt.Sprintf("server %q has a literal secret value (%q): refusing to store it in plaintext. "+
+						"Reference an environment variable instead (\"${VAR}\"), or configure a secret key so the gateway encrypts it: %v",
+						def.Name, k, secrets.ErrNoKey)}
+			}
+			sealed, err := r.keys.Seal(v)
+			if err != nil {
+				return nil, fmt.Errorf("encrypting %q of server %q: %w", k, def.Name, err)
+			}
+			m[k] = sealed
+		}
+	}
+	return cp, nil
+}
+
+// unseal decrypts def's sealed values in place.
+func (r *registry) unseal(def *config.Server) error {
+	for _, m := range []map[string]string{def.Headers, def.Env} {
+		for k, v := range m {
+			if !secrets.IsSealed(v) {
+				continue
+			}
+			if r.keys == nil {
+				return fmt.Errorf("%q is encrypted and no secret key is configured: %w", k, secrets.ErrNoKey)
+			}
+			plain, _, err := r.keys.Open(v)
+			if err != nil {
+				return fmt.Errorf("decrypting %q: %w", k, err)
+			}
+			m[k] = plain
+		}
+	}
+	return nil
+}
+
+// syncFromStore brings the runtime-registered servers in line with the
+// store, where another replica may have added, removed, renamed or changed
+// some. Servers from the config file are every replica's own.
+func (r *registry) syncFromStore(ctx context.Context) error {
+	stored, err := r.db.ListServers(ctx)
+	if err != nil {
+		return err
+	}
+	byID := map[string]*store.Server{}
+	for _, s := range stored {
+		if s.Source == sourceAPI {
+			byID[s.ID] = s
+		}
+	}
+	current := map[string]*record{}
+	r.mu.RLock()
+	for _, rec := range r.servers {
+		if rec.source == sourceAPI {
+			current[rec.id] = rec
+		}
+	}
+	r.mu.RUnlock()
+	for id, rec := range current {
+		s, ok := byID[id]
+		if ok {
+			sd, err := r.decodeDef(s.Config)
+			if err == nil {
+				sd.Server.Name = s.Name
+			}
+			if err == nil && s.Name == rec.def.Name && sameDefinition(rec.def, sd.Server) && sd.AutoConnect == rec.autoConnect {
+				delete(byID, id) // unchanged
+				continue
+			}
+		}
+		if err := r.forgetLocal(ctx, rec); err != nil {
+			return err
+		}
+	}
+	for _, s := range byID {
+		rec, err := r.addStored(ctx, s)
+		if err != nil {
+			return err
+		}
+		if rec != nil && rec.autoConnect && rec.startErr == nil {
+			r.connectInBackground(rec.def.Name)
+		}
+	}
+	return nil
 }
 
 // addConfigServer persists and registers a server of the config file and
@@ -366,6 +500,18 @@ func sameDefinition(a, b *config.Server) bool {
 // forget stops a server and removes it from the catalog, the registry and
 // the store.
 func (r *registry) forget(ctx context.Context, rec *record) error {
+	if err := r.forgetLocal(ctx, rec); err != nil {
+		return err
+	}
+	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// forgetLocal stops a server and removes it from the catalog and the
+// registry, leaving the store alone (another replica removed it there).
+func (r *registry) forgetLocal(ctx context.Context, rec *record) error {
 	if err := r.ups.Remove(ctx, rec.def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
 		return err
 	}
@@ -381,9 +527,6 @@ func (r *registry) forget(ctx context.Context, rec *record) error {
 		r.metrics.Forget(rec.def.Name)
 	}
 	r.events.Publish("server.removed", map[string]any{"server": rec.def.Name, "id": rec.id})
-	if err := r.db.DeleteServer(ctx, rec.id); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
 	return nil
 }
 
@@ -530,7 +673,7 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 		return api.Server{}, err
 	}
 	row := &store.Server{Name: def.Name, Source: sourceAPI, Transport: def.Transport, Description: def.Description}
-	row.Config, err = json.Marshal(storedDef{Server: def, AutoConnect: autoConnect})
+	row.Config, err = r.encodeDef(def, autoConnect)
 	if err != nil {
 		return api.Server{}, err
 	}
@@ -593,7 +736,7 @@ func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string
 	}
 	def := rec.def.Clone()
 	def.DefaultAccess = access
-	cfgJSON, err := json.Marshal(storedDef{Server: def, AutoConnect: rec.autoConnect})
+	cfgJSON, err := r.encodeDef(def, rec.autoConnect)
 	if err != nil {
 		return api.Server{}, err
 	}
@@ -640,7 +783,7 @@ func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Se
 	if err != nil {
 		return api.Server{}, err
 	}
-	cfgJSON, err := json.Marshal(storedDef{Server: def, AutoConnect: rec.autoConnect})
+	cfgJSON, err := r.encodeDef(def, rec.autoConnect)
 	if err != nil {
 		return api.Server{}, err
 	}

@@ -75,7 +75,7 @@ servers:
 		t.Run(server, func(t *testing.T) {
 			rc := &relayClient{}
 			c := mcp.NewClient(&mcp.Implementation{Name: "relay-test", Version: "1"}, rc.options(server))
-			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.http.URL + "/mcp"}, nil)
+			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp"}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestFiftyClientsShareOneUpstream(t *testing.T) {
 					mu.Unlock()
 				},
 			})
-			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.http.URL + "/mcp"}, nil)
+			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp"}, nil)
 			if err != nil {
 				errs <- fmt.Errorf("%s: connect: %w", tag, err)
 				return

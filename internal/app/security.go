@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -363,6 +364,11 @@ type breakerPersister struct {
 	db     *store.DB
 	logger *slog.Logger
 
+	// announce, if set, is told of every persisted state change (the other
+	// replicas then load it).
+	announce atomic.Pointer[func(key string)]
+	states   map[string]resilience.State // last persisted state per key; run goroutine only
+
 	mu      sync.Mutex
 	pending map[string]resilience.BreakerSnapshot
 	wake    chan struct{}
@@ -371,7 +377,7 @@ type breakerPersister struct {
 }
 
 func newBreakerPersister(db *store.DB, logger *slog.Logger) *breakerPersister {
-	p := &breakerPersister{db: db, logger: logger, pending: map[string]resilience.BreakerSnapshot{},
+	p := &breakerPersister{db: db, logger: logger, pending: map[string]resilience.BreakerSnapshot{}, states: map[string]resilience.State{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
 	go p.run()
 	return p
@@ -413,6 +419,14 @@ func (p *breakerPersister) flush(ctx context.Context) {
 			OpenedAt: s.OpenedAt, Generation: s.Generation})
 		if err != nil {
 			p.logger.Warn("saving circuit breaker state", "key", s.Key, "error", err)
+			continue
+		}
+		if prev, seen := p.states[s.Key]; seen && prev == s.State {
+			continue
+		}
+		p.states[s.Key] = s.State
+		if f := p.announce.Load(); f != nil {
+			(*f)(s.Key)
 		}
 	}
 }
