@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
 
@@ -337,6 +338,29 @@ func TestSecretsAtRest(t *testing.T) {
 		code, _ := g2.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "up.echo", "arguments": map[string]any{"text": "x"}})
 		return code == 200
 	})
+	// Rotation: re-encrypt with a new key (the old one readable meanwhile);
+	// a gateway holding only the new key then reads the secret.
+	g2.http.Close()
+	g2.app.Close(t.Context())
+	newKey := "bmV3LXN3aXRjaGJvYXJkLXRlc3Qta2V5LTMyLWJ5dGU="
+	n, err := app.RotateSecrets(t.Context(), dbPath, func(k string) string {
+		switch k {
+		case "SWITCHBOARD_SECRET_KEY":
+			return newKey
+		case "SWITCHBOARD_SECRET_KEY_OLD":
+			return testSecretKey
+		}
+		return ""
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("RotateSecrets = %d, %v; want 1 value re-encrypted", n, err)
+	}
+	g4 := startGatewayStore(t, "servers: {}\n", map[string]string{"SWITCHBOARD_SECRET_KEY": newKey}, dbPath)
+	waitFor(t, "up connected with the rotated key", func() bool {
+		code, _ := g4.rest(t, "POST", "/api/v1/tools/call", map[string]any{"name": "up.echo", "arguments": map[string]any{"text": "x"}})
+		return code == 200
+	})
+
 	// Without a key: refused, with the way out.
 	g3 := startGateway(t, "servers: {}\n", map[string]string{"SWITCHBOARD_SECRET_KEY": ""})
 	reg["name"] = "up2"

@@ -162,7 +162,7 @@ func newKeys(e *env) *cobra.Command {
 		},
 	}
 	r.register(cmd)
-	cmd.AddCommand(newKeysCreate(r), newKeysList(r), newKeysRevoke(r))
+	cmd.AddCommand(newKeysCreate(r), newKeysList(r), newKeysRevoke(r), newKeysGenerateSecret(e), newKeysRotateSecret(e))
 	return cmd
 }
 
