@@ -62,6 +62,9 @@ type Options struct {
 	// ServerAccess, if set, says whether the caller (the identity in the
 	// request's ctx) may use a server's resources and prompts.
 	ServerAccess func(id authz.Identity, server string) bool
+	// DurableAudit makes a call wait until its audit record is written
+	// (the Recorder must implement RecordSync) instead of queueing it.
+	DurableAudit bool
 	// ToolState, if set, says whether a tool is enabled; a disabled tool's
 	// calls fail with CodeToolDisabled and the reason.
 	ToolState func(t catalog.Tool) (enabled bool, reason string)
@@ -116,6 +119,7 @@ type Pipeline struct {
 	budget   func(server string) RetryBudget
 	state    func(catalog.Tool) (bool, string)
 	access   func(authz.Identity, string) bool
+	durable  bool
 	onCall   func(Outcome)
 }
 
@@ -133,7 +137,7 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	}
 	p := &Pipeline{cat: cat, up: up, logger: o.Logger,
 		authz: o.Authorizer, recorder: o.Recorder, redactor: o.Redactor, limiter: o.Limiter,
-		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, access: o.ServerAccess, onCall: o.OnCall}
+		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, access: o.ServerAccess, durable: o.DurableAudit, onCall: o.OnCall}
 	p.tuning.Store(newTuning(Tuning{Timeout: o.Timeout, Retry: o.Retry, Fallbacks: o.Fallbacks}))
 	return p
 }

@@ -523,7 +523,21 @@ func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result,
 			rec.Error = toolErrorText(res.CallToolResult)
 		}
 	}
+	if sr, ok := p.recorder.(syncRecorder); ok && p.durable {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := sr.RecordSync(ctx, rec); err != nil {
+			p.logger.Warn("audit record not confirmed written", "correlation_id", rec.CorrelationID, "error", err)
+		}
+		return
+	}
 	p.recorder.Record(rec)
+}
+
+// syncRecorder writes a record before returning. *audit.Recorder
+// implements it.
+type syncRecorder interface {
+	RecordSync(ctx context.Context, rec audit.Record) error
 }
 
 // summaryInputMax bounds the results the audit summarizes: redacting means
