@@ -261,42 +261,13 @@ type SearchRequest struct {
 	Limit        int      `json:"limit,omitempty"`
 }
 
-// SearchResponse is the answer of POST /api/v1/search.
-type SearchResponse struct {
-	Query    string         `json:"query"`
-	Tools    []SearchTool   `json:"tools"`
-	Metadata SearchMetadata `json:"metadata"`
-}
-
-// SearchTool is one hit, best first.
-type SearchTool struct {
-	ID             string       `json:"id"`
-	Name           string       `json:"name"`
-	OriginalName   string       `json:"original_name"`
-	Description    string       `json:"description"`
-	Score          float64      `json:"score"`
-	SourceServer   SourceServer `json:"source_server"`
-	SkillIDs       []string     `json:"skill_ids"`
-	PrimarySkillID string       `json:"primary_skill_id,omitempty"`
-	IsClassified   bool         `json:"is_classified"`
-	InputSchema    any          `json:"input_schema,omitempty"`
-}
-
-// SourceServer names the server a hit belongs to.
-type SourceServer struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-}
-
-// SearchMetadata says what a search covered and how it ranked.
-type SearchMetadata struct {
-	ServersSearched    int     `json:"servers_searched"`
-	TotalToolsSearched int     `json:"total_tools_searched"`
-	Ranking            string  `json:"ranking,omitempty"`
-	Degraded           string  `json:"degraded,omitempty"`
-	TookMS             float64 `json:"took_ms"`
-}
+// The answer of POST /api/v1/search is the API's own types.
+type (
+	SearchResponse = api.SearchResponse
+	SearchTool     = api.SearchTool
+	SourceServer   = api.SourceServer
+	SearchMetadata = api.SearchMetadata
+)
 
 // Search finds tools by meaning. A gateway without the search feature
 // answers an *Error whose Unsupported is true.
