@@ -99,7 +99,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	}
 	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("opening store %s: %w", s.Store, err)
+		return nil, fmt.Errorf("opening store %s: %w", store.RedactDSN(s.Store), err)
 	}
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
@@ -324,7 +324,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) error {
 		return fmt.Errorf("listening on %s: %w", cfg.Settings.Listen, err)
 	}
 	a.logger.Info("switchboard listening", "addr", ln.Addr().String(),
-		"mcp", "http://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", cfg.Settings.Store)
+		"mcp", "http://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", store.RedactDSN(cfg.Settings.Store))
 	a.Start()
 	wctx, stop := context.WithCancel(ctx)
 	var watcher sync.WaitGroup

@@ -144,7 +144,7 @@ func (d *discovery) apply(prev, next *catalog.Snapshot) {
 		for _, s := range prev.Servers() {
 			if !servers[s] {
 				d.index.ReplaceServer(s, nil)
-				d.forgetServer(prev.ServerTools(s))
+				d.forgetServer(s, prev.ServerTools(s))
 			}
 		}
 	}
@@ -161,13 +161,13 @@ func sameTools(a, b []catalog.Tool) bool {
 	return slices.EqualFunc(a, b, func(x, y catalog.Tool) bool { return x.Name == y.Name && x.Hash == y.Hash })
 }
 
-func (d *discovery) forgetServer(tools []catalog.Tool) {
+func (d *discovery) forgetServer(server string, tools []catalog.Tool) {
 	d.mu.Lock()
 	for _, t := range tools {
 		delete(d.classes, t.Name)
-		d.sugg.Forget(t.Name)
 	}
 	d.mu.Unlock()
+	d.sugg.ForgetServer(server)
 }
 
 // indexServer classifies the server's new or changed tools and replaces

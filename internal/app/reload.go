@@ -35,6 +35,9 @@ func (a *App) Reload(ctx context.Context) error {
 	if !reflect.DeepEqual(next.Auth, a.cfg.Auth) {
 		a.logger.Warn("config reload: the auth section changed; it takes effect at the next start", "file", a.cfg.File)
 	}
+	if !reflect.DeepEqual(next.Search, a.cfg.Search) || !reflect.DeepEqual(next.Skills, a.cfg.Skills) || next.Front != a.cfg.Front {
+		a.logger.Warn("config reload: the search, skills or front section changed; it takes effect at the next start", "file", a.cfg.File)
+	}
 	if next.Settings != a.cfg.Settings {
 		a.logger.Warn("config reload: changed settings take effect at the next start", "file", a.cfg.File)
 	}
@@ -48,6 +51,7 @@ func (a *App) Reload(ctx context.Context) error {
 	// above).
 	applied := *next
 	applied.File, applied.Settings, applied.Auth = a.cfg.File, a.cfg.Settings, a.cfg.Auth
+	applied.Search, applied.Skills, applied.Front = a.cfg.Search, a.cfg.Skills, a.cfg.Front
 	a.cfg = &applied
 	a.policyChanged()
 	s := a.cfg.Settings

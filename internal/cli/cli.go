@@ -130,7 +130,7 @@ func (f *gatewayFlags) register(cmd *cobra.Command, withListen bool) {
 	if withListen {
 		cmd.Flags().StringVar(&f.listen, "listen", "", `listen address (default "127.0.0.1:8080"; env SWITCHBOARD_LISTEN)`)
 	}
-	cmd.Flags().StringVar(&f.store, "store", "", `store DSN: a SQLite file path (default "./switchboard.db"; env SWITCHBOARD_STORE)`)
+	cmd.Flags().StringVar(&f.store, "store", "", `store DSN: a SQLite file path or a postgres:// URL (default "./switchboard.db"; env SWITCHBOARD_STORE)`)
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn, error (default info; env SWITCHBOARD_LOG_LEVEL)")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "", "log format: text or json (default text; env SWITCHBOARD_LOG_FORMAT)")
 }

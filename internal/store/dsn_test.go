@@ -54,3 +54,16 @@ func TestTargetDSN(t *testing.T) {
 		t.Errorf("dsn modified the target's own parameters: %v", target.query)
 	}
 }
+
+func TestRedactDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://sb:hunter2@db:5432/sb":              "postgres://sb:***@db:5432/sb",
+		"postgres://db/sb?user=sb&password=hunter2&x=1": "postgres://db/sb?user=sb&password=***&x=1",
+		"postgresql://sb:p%40ss%3Aword@db/sb":           "postgresql://sb:***@db/sb",
+		"./switchboard.db":                              "./switchboard.db",
+	} {
+		if got := RedactDSN(in); got != want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -135,3 +135,15 @@ func (e *redactedError) Error() string {
 }
 
 func (e *redactedError) Unwrap() error { return e.err }
+
+// RedactDSN returns dsn with any password in it replaced by "***", for
+// logs and messages. A SQLite path is returned as is.
+func RedactDSN(dsn string) string {
+	out := dsn
+	for _, s := range dsnSecrets(dsn) {
+		if len(s) >= minSecretLen {
+			out = strings.ReplaceAll(out, s, "***")
+		}
+	}
+	return out
+}
