@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
@@ -149,7 +150,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Limiter:     a.sec.limiter,
 		Bulkhead:    a.sec.bulk,
 		Breakers:    a.sec.breakers,
-		Idempotency: a.sec.idem,
+		Idempotency: a.idempotency(),
 		RetryBudget: a.sec.budget,
 		ToolState:   a.manifests.state,
 		// On PostgreSQL (replicas) a call returns only once its audit
@@ -194,6 +195,19 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	announce := func(key string) { a.cluster.publish("breaker", key) }
 	a.sec.persist.announce.Store(&announce)
 	return a, nil
+}
+
+// idempotency is the pipeline's idempotency cache: this process's, shared
+// through the store when replicas share one (PostgreSQL).
+func (a *App) idempotency() invoke.Idempotency {
+	if !a.db.IsPostgres() {
+		return a.sec.idem
+	}
+	ttl := a.cfg.Settings.IdempotencyTTL
+	if ttl <= 0 {
+		ttl = resilience.DefaultIdempotencyTTL
+	}
+	return &sharedIdempotency{local: a.sec.idem, db: a.db, cat: a.cat, ttl: ttl, logger: a.logger}
 }
 
 // Start connects every server marked for auto start, concurrently. It

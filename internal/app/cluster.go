@@ -76,7 +76,12 @@ func (c *cluster) close() {
 func (c *cluster) heartbeats(ctx context.Context, host, version, addr string) {
 	t := time.NewTicker(heartbeatEvery)
 	defer t.Stop()
-	for {
+	for beat := 0; ; beat++ {
+		if beat%30 == 0 { // about once a minute: drop expired shared idempotency results
+			if _, err := c.db.PurgeIdempotent(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				c.logger.Debug("purging idempotency results", "error", err)
+			}
+		}
 		err := c.db.Heartbeat(ctx, store.Replica{ID: c.id, Host: host, PID: os.Getpid(), Version: version,
 			Address: addr, StartedAt: c.started})
 		if err != nil && ctx.Err() == nil {

@@ -137,6 +137,15 @@ func TestReplicasShareState(t *testing.T) {
 	}
 	revokeDelay := since(t, "revoke on A denied on B", func() bool { return callB() == 403 })
 
+	// An idempotent call made on A replays on B: the upstream runs it once.
+	writes := up.count("write")
+	idem := map[string]any{"server_id": "up", "tool_name": "write", "params": map[string]any{"text": "once"}, "idempotency_key": "replica-key"}
+	codeA, bodyA := a.restAs(t, clusterAdmin, "POST", "/api/v1/mcp/invoke", idem)
+	codeB, bodyB := b.restAs(t, clusterAdmin, "POST", "/api/v1/mcp/invoke", idem)
+	if codeA != 200 || codeB != 200 || up.count("write") != writes+1 || fmt.Sprint(bodyA["result"]) != fmt.Sprint(bodyB["result"]) {
+		t.Errorf("idempotent call on A then B: %d %v / %d %v; upstream ran it %d times, want 1", codeA, bodyA, codeB, bodyB, up.count("write")-writes)
+	}
+
 	// A breaker opened by failures on A is open on B.
 	up.failAll.Store(true)
 	since(t, "breaker open on A", func() bool {

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"NotifyListen", testNotifyListen},
 		{"NotifyInvalid", testNotifyInvalid},
 		{"Replicas", testReplicas},
+		{"Idempotent", testIdempotent},
 		{"GetBreaker", testGetBreaker},
 	}
 	for _, tt := range tests {
