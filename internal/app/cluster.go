@@ -122,6 +122,7 @@ func (c *cluster) listen(ctx context.Context) {
 			c.apply(ctx, change{Kind: "servers"})
 			c.apply(ctx, change{Kind: "policy"})
 			c.apply(ctx, change{Kind: "breakers"})
+			c.a.sec.authn.ForgetAll() // a key revoked meanwhile must not stay cached
 			continue
 		}
 		var ch change

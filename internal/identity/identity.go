@@ -417,6 +417,14 @@ func (a *Authenticator) Forget(hash string) {
 	a.mu.Unlock()
 }
 
+// ForgetAll drops every cached key, so the next use of each is checked
+// against the store again (after changes this process may have missed).
+func (a *Authenticator) ForgetAll() {
+	a.mu.Lock()
+	clear(a.cache)
+	a.mu.Unlock()
+}
+
 // fail logs a failed attempt at debug level: the code and reason, never
 // the credential.
 func (a *Authenticator) fail(method string, err error) {

@@ -207,6 +207,20 @@ func TestKeyCache(t *testing.T) {
 		}
 	})
 
+	t.Run("revoke takes effect after ForgetAll", func(t *testing.T) {
+		store := newStore(k)
+		a := mustNew(t, Config{}, store, &Options{Clock: newClock().Now})
+		if _, err := a.AuthenticateToken(t.Context(), secret); err != nil {
+			t.Fatal(err)
+		}
+		revokedAt := t0
+		store.update(k.Hash, func(k *Key) { k.RevokedAt = &revokedAt })
+		a.ForgetAll()
+		if _, err := a.AuthenticateToken(t.Context(), secret); codeOf(err) != CodeInvalid {
+			t.Fatalf("after ForgetAll: code %q, want %q", codeOf(err), CodeInvalid)
+		}
+	})
+
 	t.Run("entries expire after the TTL", func(t *testing.T) {
 		store := newStore(k)
 		c := newClock()
