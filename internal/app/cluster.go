@@ -166,12 +166,13 @@ func (c *cluster) apply(ctx context.Context, ch change) {
 }
 
 // restoreBreaker sets a breaker to a state persisted by another replica
-// (or by this one before a restart).
-func (sec *security) restoreBreaker(row store.BreakerState) {
+// (or by this one before a restart); false for a row it cannot read.
+func (sec *security) restoreBreaker(row store.BreakerState) (resilience.State, bool) {
 	var st resilience.State
 	if st.UnmarshalText([]byte(row.State)) != nil {
-		return
+		return st, false
 	}
 	sec.breakers.Restore(resilience.BreakerSnapshot{Key: row.Key, State: st, Failures: row.Failures, Successes: row.Successes,
 		HalfOpenRequests: row.HalfOpenRequests, LastFailureAt: row.LastFailureAt, OpenedAt: row.OpenedAt, Generation: row.Generation})
+	return st, true
 }

@@ -203,13 +203,7 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 		a.logger.Warn("restoring circuit breakers", "error", err)
 	}
 	for _, row := range rows {
-		var st resilience.State
-		if st.UnmarshalText([]byte(row.State)) != nil {
-			continue
-		}
-		sec.breakers.Restore(resilience.BreakerSnapshot{Key: row.Key, State: st, Failures: row.Failures, Successes: row.Successes,
-			HalfOpenRequests: row.HalfOpenRequests, LastFailureAt: row.LastFailureAt, OpenedAt: row.OpenedAt, Generation: row.Generation})
-		if st != resilience.Closed {
+		if st, ok := sec.restoreBreaker(row); ok && st != resilience.Closed {
 			a.metrics.CircuitState(row.Key, int(st))
 			a.logger.Info("circuit breaker restored", "key", row.Key, "state", st.String())
 		}
@@ -243,9 +237,7 @@ func (sec *security) budget(server string) invoke.RetryBudget {
 
 // visible reports whether id may see t (tools/list, GET /api/v1/tools).
 func (sec *security) visible(id authz.Identity, t catalog.Tool) bool {
-	destructive := t.Def != nil && t.Def.Annotations != nil && t.Def.Annotations.DestructiveHint != nil &&
-		*t.Def.Annotations.DestructiveHint && !t.Def.Annotations.ReadOnlyHint
-	return sec.engine.Visible(id, t.Server, t.OriginalName, t.Name, destructive)
+	return sec.engine.Visible(id, t.Server, t.OriginalName, t.Name, t.Destructive())
 }
 
 // close flushes the audit log and the breaker state.

@@ -43,6 +43,19 @@ type Tool struct {
 	Hash string
 }
 
+// Destructive reports the tool's explicit destructiveHint (a read-only
+// tool is never destructive), which makes it high-risk for authorization.
+// Per the MCP spec an absent hint means "may be destructive", but treating
+// every unannotated tool as high-risk would demand an approval for nearly
+// all of them: only an explicit true counts; names are matched by authz.
+func (t Tool) Destructive() bool {
+	a := t.Def
+	if a == nil || a.Annotations == nil || a.Annotations.DestructiveHint == nil {
+		return false
+	}
+	return *a.Annotations.DestructiveHint && !a.Annotations.ReadOnlyHint
+}
+
 // Kind says what sort of item a [Rejected] is.
 type Kind string
 

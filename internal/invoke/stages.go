@@ -237,7 +237,7 @@ func (p *Pipeline) authorize(ctx context.Context, c Call, t catalog.Tool) (authz
 		Tool:        t.OriginalName,
 		Name:        t.Name,
 		Action:      "invoke",
-		Destructive: destructive(t),
+		Destructive: t.Destructive(),
 		Arguments:   c.Arguments,
 		Token:       c.ApprovalToken,
 	})
@@ -436,17 +436,6 @@ func retrySafe(t catalog.Tool) bool {
 	return t.Def.Annotations.ReadOnlyHint || t.Def.Annotations.IdempotentHint
 }
 
-// destructive is the tool's destructiveHint, which makes it high-risk. Per
-// the MCP spec an absent hint means "may be destructive", but treating every
-// unannotated tool as high-risk would demand a token for nearly all of them:
-// only an explicit true counts; names are matched by the Authorizer.
-func destructive(t catalog.Tool) bool {
-	if t.Def == nil || t.Def.Annotations == nil || t.Def.Annotations.DestructiveHint == nil {
-		return false
-	}
-	return *t.Def.Annotations.DestructiveHint && !t.Def.Annotations.ReadOnlyHint
-}
-
 // upstreamReason is the failure's text without the pipeline's own framing.
 func upstreamReason(err error) string {
 	return strings.TrimSpace(err.Error())
@@ -576,21 +565,21 @@ func toolErrorText(r *mcp.CallToolResult) string {
 	return strings.ToValidUTF8(s, "")
 }
 
-// fingerprint identifies a call's content for idempotency: the tool and its
-// arguments in canonical JSON (object keys sorted), so that the same call
-// sent with keys in another order is still the same call.
+// fingerprint identifies a call's content for idempotency: the tool and the
+// digest of its arguments in canonical JSON (authz.ArgsDigest), so that the
+// same call sent with keys in another order is still the same call.
 func fingerprint(tool string, args json.RawMessage) string {
-	h := sha256.New()
-	h.Write([]byte(tool))
-	h.Write([]byte{0})
-	var v any
-	dec := json.NewDecoder(strings.NewReader(string(args)))
-	dec.UseNumber()
-	if len(args) > 0 && dec.Decode(&v) == nil {
-		b, _ := json.Marshal(v) // maps marshal with sorted keys
-		h.Write(b)
+	d, err := authz.ArgsDigest(args)
+	if err != nil {
+		// Not valid JSON: the pipeline refused the call before this; hash
+		// the bytes so a fingerprint still exists.
+		sum := sha256.Sum256(args)
+		d = hex.EncodeToString(sum[:])
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	// Hex only: the fingerprint may be stored (shared by replicas), where a
+	// NUL byte is not welcome.
+	sum := sha256.Sum256([]byte(tool + "\x00" + d))
+	return hex.EncodeToString(sum[:])
 }
 
 // newCorrelationID returns a random id for a call that came without one.
