@@ -336,7 +336,19 @@ func (d *decoder) decodeAuthz(n ast.Node, st *sections) Authz {
 }
 
 // decodeRoles reads authz.role_restrictions: role -> {allowed_tools: [...]}.
+// An empty list is kept: the role may call nothing.
 func (d *decoder) decodeRoles(n ast.Node, field string, st *sections) map[string][]string {
+	return d.roleMap(n, field, st,
+		"allowed_tools is required: the tools this role may call, e.g. allowed_tools: [fs.read_*, git.log]", true,
+		func(v ast.Node, f string, _ Pos) []string { return d.patterns(v, f, st) })
+}
+
+// roleMap reads role -> {allowed_tools: [...]}, the shape shared by
+// authz.role_restrictions and a client's role_restrictions; tools decodes
+// a role's list, missing names what to say when it is absent, and keepEmpty
+// keeps roles whose list came out empty.
+func (d *decoder) roleMap(n ast.Node, field string, st *sections, missing string, keepEmpty bool,
+	tools func(v ast.Node, f string, keyPos Pos) []string) map[string][]string {
 	entries, _ := d.mapping(n, field)
 	if len(entries) == 0 {
 		return nil
@@ -349,7 +361,11 @@ func (d *decoder) decodeRoles(n ast.Node, field string, st *sections) map[string
 			d.errorf(e.pos, rf, "role name must not be empty")
 		}
 		sub, ok := d.mapping(e.value, rf)
-		tools, found := []string{}, false
+		found := false
+		var list []string
+		if keepEmpty {
+			list = []string{}
+		}
 		for _, se := range sub {
 			sf := join(rf, se.key)
 			if se.key != "allowed_tools" {
@@ -358,12 +374,14 @@ func (d *decoder) decodeRoles(n ast.Node, field string, st *sections) map[string
 			}
 			st.pos[sf] = se.pos
 			found = true
-			tools = d.patterns(se.value, sf, st)
+			list = tools(se.value, sf, se.pos)
 		}
 		if ok && !found {
-			d.errorf(e.pos, rf, "allowed_tools is required: the tools this role may call, e.g. allowed_tools: [fs.read_*, git.log]")
+			d.errorf(e.pos, rf, "%s", missing)
 		}
-		out[e.key] = tools
+		if keepEmpty || len(list) > 0 {
+			out[e.key] = list
+		}
 	}
 	return out
 }

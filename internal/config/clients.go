@@ -165,38 +165,9 @@ func (d *decoder) decodeMCPTools(n ast.Node, field string, st *sections) MCPTool
 // {allowed_tools: [...]}. Unlike authz.role_restrictions, an empty list is an
 // error: a declaration that allows a role nothing is a mistake, not a policy.
 func (d *decoder) decodeClientRoles(n ast.Node, field string, st *sections) map[string][]string {
-	entries, _ := d.mapping(n, field)
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make(map[string][]string, len(entries))
-	for _, e := range entries {
-		rf := join(field, e.key)
-		st.pos[rf] = e.pos
-		if strings.TrimSpace(e.key) == "" {
-			d.errorf(e.pos, rf, "role name must not be empty")
-		}
-		sub, ok := d.mapping(e.value, rf)
-		found := false
-		var tools []string
-		for _, se := range sub {
-			sf := join(rf, se.key)
-			if se.key != "allowed_tools" {
-				d.errorf(se.pos, sf, "unknown field %q%s", se.key, suggest(se.key, roleFields))
-				continue
-			}
-			st.pos[sf] = se.pos
-			found = true
-			tools = d.allowedTools(se.value, sf, se.pos, st)
-		}
-		if ok && !found {
-			d.errorf(e.pos, rf, "allowed_tools is required: the tools this role may use, e.g. allowed_tools: [fs.read_file, git.*, bash]")
-		}
-		if len(tools) > 0 {
-			out[e.key] = tools
-		}
-	}
-	return out
+	return d.roleMap(n, field, st,
+		"allowed_tools is required: the tools this role may use, e.g. allowed_tools: [fs.read_file, git.*, bash]", false,
+		func(v ast.Node, f string, keyPos Pos) []string { return d.allowedTools(v, f, keyPos, st) })
 }
 
 // allowedTools reads a non-empty list of tool names; items that fail are
