@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
+	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
@@ -63,6 +64,7 @@ type App struct {
 	sec     *security
 	disc    *discovery
 	cluster *cluster
+	guard   *httpguard.Guard
 	// manifests are the tool manifests registered through the API.
 	manifests manifests
 	cancel    context.CancelFunc
@@ -98,6 +100,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if _, _, err := authMode(cfg, listen, o.Getenv); err != nil {
 		return nil, err
 	}
+	guard, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("front: %w", err)
+	}
 	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", store.RedactDSN(s.Store), err)
@@ -105,7 +111,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New()}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
@@ -230,11 +236,14 @@ func (a *App) StartAndWait() {
 // Ready reports whether startup has finished.
 func (a *App) Ready() bool { return a.ready.Load() }
 
-// Handler serves the MCP front (/mcp, /sse) and the REST API.
+// Handler serves the MCP front (/mcp, /sse) and the REST API. Every route
+// is behind the browser guard (Host, Origin, JSON bodies): in local mode
+// the port trusts whoever reaches it, and every web page does.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authn := a.authenticate
-	httpOpts := &front.HTTPOptions{Stateless: a.cfg.Front.Stateless}
+	fc := a.cfg.Front
+	httpOpts := &front.HTTPOptions{Stateless: fc.Stateless, AllowedHosts: fc.AllowedHosts, AllowedOrigins: fc.AllowedOrigins}
 	mux.Handle("/mcp", authn(a.front.StreamableHandler(httpOpts)))
 	mux.Handle("/sse", authn(a.front.SSEHandler(httpOpts)))
 	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).StreamableHandler)))
@@ -247,7 +256,7 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("GET /healthz", apiHandler)
 	mux.Handle("GET /readyz", apiHandler)
 	mux.Handle("/", authn(apiHandler))
-	return mux
+	return a.guard.Handler(mux)
 }
 
 // Catalog exposes the catalog (tests, benchmarks).

@@ -35,7 +35,7 @@ func (a *App) Reload(ctx context.Context) error {
 	if !reflect.DeepEqual(next.Auth, a.cfg.Auth) {
 		a.logger.Warn("config reload: the auth section changed; it takes effect at the next start", "file", a.cfg.File)
 	}
-	if !reflect.DeepEqual(next.Search, a.cfg.Search) || !reflect.DeepEqual(next.Skills, a.cfg.Skills) || next.Front != a.cfg.Front {
+	if !reflect.DeepEqual(next.Search, a.cfg.Search) || !reflect.DeepEqual(next.Skills, a.cfg.Skills) || !reflect.DeepEqual(next.Front, a.cfg.Front) {
 		a.logger.Warn("config reload: the search, skills or front section changed; it takes effect at the next start", "file", a.cfg.File)
 	}
 	if next.Settings != a.cfg.Settings {

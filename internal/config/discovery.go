@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 )
 
 // Values of [Front.ToolExposure].
@@ -57,7 +59,7 @@ var (
 	skillsFields     = []string{"taxonomy", "classifier"}
 	skillDefFields   = []string{"id", "name", "description", "examples", "keywords"}
 	classifierFields = []string{"mode", "url", "model", "api_key_env", "batch_size", "concurrency", "timeout_seconds"}
-	frontFields      = []string{"tool_exposure", "stateless"}
+	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins"}
 )
 
 // skillIDRE is the syntax of skill ids: snake_case, so they read the same in
@@ -165,6 +167,16 @@ type Front struct {
 	// request; server-to-client requests (sampling, elicitation) are then
 	// unavailable. See docs/deploy.md.
 	Stateless bool
+	// AllowedHosts (yaml allowed_hosts) are Host header values, besides
+	// the listener's own addresses, that every route accepts: the names a
+	// reverse proxy or DNS forwards to the gateway. On a loopback listener
+	// any other name is refused (DNS rebinding); on another listener the
+	// list, once set, is enforced too. See docs/security.md.
+	AllowedHosts []string
+	// AllowedOrigins (yaml allowed_origins) are browser origins
+	// (scheme://host[:port]) that may drive the gateway besides its own,
+	// e.g. a web client served from another host. See docs/security.md.
+	AllowedOrigins []string
 }
 
 func readAPIKey(name string, getenv func(string) string) string {
@@ -474,6 +486,10 @@ func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
 		case "stateless":
 			v, _, _ := d.boolean(e.value, f)
 			fr.Stateless = v
+		case "allowed_hosts":
+			fr.AllowedHosts = d.hostList(e.value, f, st)
+		case "allowed_origins":
+			fr.AllowedOrigins = d.originList(e.value, f, st)
 		default:
 			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, frontFields))
 			continue
@@ -481,6 +497,36 @@ func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
 		st.pos[f] = e.pos
 	}
 	return fr
+}
+
+// hostList reads front.allowed_hosts: host names or IPs, a port is ignored.
+func (d *decoder) hostList(n ast.Node, field string, st *sections) []string {
+	hosts, _ := d.stringList(n, field, st)
+	out := hosts[:0]
+	for i, h := range hosts {
+		if strings.Contains(h, "/") || strings.ContainsAny(h, " \t") {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			d.errorf(st.pos[f], f, "%q is not a host name: want a name or IP such as gateway.example.com, without scheme or path", h)
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// originList reads front.allowed_origins: scheme://host[:port] each.
+func (d *decoder) originList(n ast.Node, field string, st *sections) []string {
+	origins, _ := d.stringList(n, field, st)
+	out := origins[:0]
+	for i, o := range origins {
+		if _, ok := httpguard.NormalizeOrigin(o); !ok {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			d.errorf(st.pos[f], f, "%q is not an origin: want scheme://host[:port] such as https://app.example.com, without path", o)
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // validateFront applies SWITCHBOARD_TOOL_EXPOSURE (env > file; empty =

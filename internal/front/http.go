@@ -8,15 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 )
 
 // Defaults of [HTTPOptions].
@@ -35,16 +33,14 @@ const (
 type HTTPOptions struct {
 	// AllowedOrigins are extra browser Origins (scheme://host[:port]) that
 	// may drive the endpoints, e.g. a web client served from another host.
-	// Same-origin requests, requests without an Origin (non-browser
-	// clients) and, on a loopback listener, loopback origins
-	// (http://localhost:*, http://127.0.0.1:*, http://[::1]:*) are always
-	// allowed; every other Origin gets 403.
+	// Same-origin requests and requests without an Origin (non-browser
+	// clients) are always allowed; every other Origin gets 403, other
+	// ports of localhost included. See [httpguard.Options].
 	AllowedOrigins []string
-	// AllowedHosts are extra Host header values (host names, port ignored)
-	// accepted on a loopback listener, e.g. the public name a reverse proxy
-	// on the same machine forwards. Any other non-loopback Host on a
-	// loopback listener gets 403: that is what a DNS rebinding attack
-	// looks like.
+	// AllowedHosts are extra Host header values (host names, port ignored),
+	// e.g. the public name a reverse proxy on the same machine forwards.
+	// Any other non-loopback Host on a loopback listener gets 403: that is
+	// what a DNS rebinding attack looks like. See [httpguard.Options].
 	AllowedHosts []string
 	// MaxBodyBytes bounds a POST body; larger bodies get 413. Zero or
 	// negative means DefaultMaxBodyBytes.
@@ -130,33 +126,27 @@ func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
 // only) a session id on every legacy POST but initialize.
 type httpGuard struct {
 	next           http.Handler
-	origins        map[string]bool // normalized scheme://host[:port]
-	hosts          map[string]bool // lower-case host names
+	browser        *httpguard.Guard
 	maxBody        int64
 	requireSession bool
 	logger         *slog.Logger
 }
 
 func newHTTPGuard(next http.Handler, o HTTPOptions, logger *slog.Logger, requireSession bool) *httpGuard {
-	g := &httpGuard{
+	browser, err := httpguard.New(httpguard.Options{AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins, Logger: logger})
+	if err != nil {
+		// The config validates both lists; a hand-built bad value must
+		// not open the door, so fall back to no extra entries.
+		logger.Warn("allowed hosts/origins ignored", "error", err)
+		browser, _ = httpguard.New(httpguard.Options{Logger: logger})
+	}
+	return &httpGuard{
 		next:           next,
-		origins:        map[string]bool{},
-		hosts:          map[string]bool{},
+		browser:        browser,
 		maxBody:        o.MaxBodyBytes,
 		requireSession: requireSession,
 		logger:         logger,
 	}
-	for _, s := range o.AllowedOrigins {
-		if n, ok := normalizeOrigin(s); ok {
-			g.origins[n] = true
-		} else {
-			logger.Warn("allowed origin ignored: want scheme://host[:port]", "origin", s)
-		}
-	}
-	for _, s := range o.AllowedHosts {
-		g.hosts[strings.ToLower(hostOnly(strings.TrimSpace(s)))] = true
-	}
-	return g
 }
 
 // Protocol constants the SDK keeps unexported.
@@ -171,47 +161,14 @@ const (
 )
 
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	loopback := loopbackListener(r)
-	if loopback && !isLoopbackHost(hostOnly(r.Host)) && !g.hosts[strings.ToLower(hostOnly(r.Host))] {
-		g.reject(w, r, http.StatusForbidden, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host))
-		return
-	}
-	if !g.originAllowed(r, loopback) {
-		g.reject(w, r, http.StatusForbidden, "Forbidden: cross-origin request")
+	if ref := g.browser.Check(r); ref != nil {
+		g.browser.Refuse(w, r, ref)
 		return
 	}
 	if g.requireSession && r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && !g.startsSession(w, r) {
 		return
 	}
 	g.next.ServeHTTP(w, r)
-}
-
-// originAllowed follows http.CrossOriginProtection, but for every method:
-// a GET opens an SSE session too, and the spec asks for Origin validation
-// on all incoming connections.
-func (g *httpGuard) originAllowed(r *http.Request, loopback bool) bool {
-	site := r.Header.Get("Sec-Fetch-Site")
-	if site == "same-origin" || site == "none" {
-		return true
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		// No browser says cross-site without an Origin, except for no-cors
-		// loads (<img src>, <script src>) that have no business here.
-		return site == ""
-	}
-	o, ok := normalizeOrigin(origin)
-	if !ok {
-		return false // "null" (sandboxed frames, file://) or garbage
-	}
-	if g.origins[o] {
-		return true
-	}
-	u, _ := url.Parse(o)
-	if strings.EqualFold(u.Host, stripDefaultPort(u.Scheme, r.Host)) {
-		return true
-	}
-	return loopback && isLoopbackHost(u.Hostname())
 }
 
 // startsSession reports whether a POST without a session id may go on to
@@ -332,59 +289,4 @@ func (g *httpGuard) logRejected(r *http.Request, status int, msg string) {
 	g.logger.Debug("mcp http request rejected", "status", status, "reason", msg,
 		"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
 		"origin", r.Header.Get("Origin"), "host", r.Host)
-}
-
-// loopbackListener reports whether the request came in on a loopback
-// address, where DNS rebinding is the threat and loopback origins are the
-// local user's own tools.
-func loopbackListener(r *http.Request) bool {
-	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && a != nil && isLoopbackHost(hostOnly(a.String()))
-}
-
-// isLoopbackHost reports whether host ("localhost" or an IP, brackets
-// optional) names this machine's loopback interface.
-func isLoopbackHost(host string) bool {
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
-// hostOnly strips the port from host[:port].
-func hostOnly(hostport string) string {
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		return h
-	}
-	return strings.Trim(hostport, "[]")
-}
-
-// normalizeOrigin returns scheme://host[:port] in lower case without the
-// scheme's default port, or false if s is not an origin.
-func normalizeOrigin(s string) (string, bool) {
-	u, err := url.Parse(strings.TrimSpace(s))
-	if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", false
-	}
-	scheme := strings.ToLower(u.Scheme)
-	return scheme + "://" + strings.ToLower(stripDefaultPort(scheme, u.Host)), true
-}
-
-// stripDefaultPort drops ":80" for http and ":443" for https from hostport,
-// so "example.com" and "example.com:443" compare equal under https.
-func stripDefaultPort(scheme, hostport string) string {
-	h, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return hostport
-	}
-	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
-		if strings.Contains(h, ":") {
-			return "[" + h + "]"
-		}
-		return h
-	}
-	return hostport
 }

@@ -227,10 +227,16 @@ func TestHTTPGuard(t *testing.T) {
 		{"origin absent (non-browser client)", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody}, 200, ""},
 		{"origin same-origin", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
 			header: map[string]string{"Origin": fx.srv.URL}}, 200, ""},
-		{"origin loopback on loopback listener", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
-			header: map[string]string{"Origin": "http://localhost:5173"}}, 200, ""},
-		{"origin loopback ipv6", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
-			header: map[string]string{"Origin": "http://[::1]:5173"}}, 200, ""},
+		// Another local port is another site: a dev server or any local
+		// web app the user runs must not drive the gateway.
+		{"origin loopback other port", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
+			header: map[string]string{"Origin": "http://localhost:5173"}}, 403, `"code":"cross_origin"`},
+		{"origin loopback ipv6 other port", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
+			header: map[string]string{"Origin": "http://[::1]:5173"}}, 403, `"code":"cross_origin"`},
+		{"origin same port other loopback name", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
+			header: map[string]string{"Origin": "http://localhost:" + portOf(serverHost)}}, 403, `"code":"cross_origin"`},
+		{"link to the endpoint from another site (navigation)", "", rawRequest{method: "GET", path: "/sse",
+			header: map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}}, 200, ""},
 		{"origin configured", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
 			header: map[string]string{"Origin": "https://APP.example.com:443"}}, 200, ""},
 

@@ -32,7 +32,10 @@ function headers(extra) {
 
 /** api does one request and returns the decoded JSON body (null when empty). */
 export async function api(method, path, body, opts = {}) {
-  const init = { method, headers: headers(body === undefined ? {} : { 'Content-Type': 'application/json' }), cache: 'no-store', signal: opts.signal };
+  // The gateway takes state-changing requests only as JSON (its guard
+  // against cross-site forms), bodyless ones included.
+  const json = body !== undefined || method !== 'GET';
+  const init = { method, headers: headers(json ? { 'Content-Type': 'application/json' } : {}), cache: 'no-store', signal: opts.signal };
   if (body !== undefined) init.body = JSON.stringify(body);
   let resp;
   try {
