@@ -415,19 +415,21 @@ func (h *handler) invokeTool(w http.ResponseWriter, r *http.Request) error {
 	if err := fromHeader(r, &req.ApprovalToken, "approval_token", "X-Approval-Token"); err != nil {
 		return err
 	}
-	args, err := objectOrNil("params", string(invoke.CodeInvalidArgument), req.Params)
-	if err != nil {
-		return err
+	if _, err := objectOrNil("params", string(invoke.CodeInvalidArgument), req.Params); err != nil {
+		return err // named as this route names its arguments
 	}
-	call := invoke.Call{
+	call, err := invoke.NewCall(invoke.CallRequest{
 		Name:           req.ToolName,
-		Arguments:      args,
+		Arguments:      req.Params,
 		Identity:       id,
 		CorrelationID:  req.CorrelationID,
 		IdempotencyKey: req.IdempotencyKey,
 		ApprovalToken:  req.ApprovalToken,
 		TicketID:       req.TicketID,
 		TaskID:         req.TaskID,
+	})
+	if err != nil {
+		return err
 	}
 	if req.ServerID != "" {
 		s, err := h.servers.Get(r.Context(), req.ServerID)

@@ -166,10 +166,6 @@ func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Name) == "" {
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name is required"}
 	}
-	if len(req.Arguments) > 0 && !strings.HasPrefix(strings.TrimSpace(string(req.Arguments)), "{") &&
-		strings.TrimSpace(string(req.Arguments)) != "null" {
-		return &Error{Status: http.StatusBadRequest, Code: string(invoke.CodeInvalidArgument), Message: "arguments must be a JSON object"}
-	}
 	if err := fromHeader(r, &req.IdempotencyKey, "idempotency_key", "Idempotency-Key"); err != nil {
 		return err
 	}
@@ -177,11 +173,11 @@ func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id, _ := caller(r.Context())
-	call := invoke.Call{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta, Identity: id,
+	call, err := invoke.NewCall(invoke.CallRequest{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta, Identity: id,
 		CorrelationID: req.CorrelationID, IdempotencyKey: req.IdempotencyKey, ApprovalToken: req.ApprovalToken,
-		TicketID: req.TicketID, TaskID: req.TaskID}
-	if strings.TrimSpace(string(req.Arguments)) == "null" {
-		call.Arguments = nil
+		TicketID: req.TicketID, TaskID: req.TaskID})
+	if err != nil {
+		return err
 	}
 	if req.ServerID != "" {
 		s, err := h.servers.Get(r.Context(), req.ServerID)

@@ -73,17 +73,17 @@ type Options struct {
 }
 
 // Keys of a tools/call's _meta that the gateway reads and removes before
-// forwarding: they are for the gateway, not the upstream (an approval
-// token must never reach a third-party server).
+// forwarding (see [invoke.NewCall]): they are for the gateway, not the
+// upstream (an approval token must never reach a third-party server).
 const (
-	MetaIdempotencyKey = "switchboard/idempotency-key"
-	MetaApprovalToken  = "switchboard/approval-token"
-	MetaCorrelationID  = "switchboard/correlation-id"
-	MetaTicketID       = "switchboard/ticket-id"
-	MetaTaskID         = "switchboard/task-id"
+	MetaIdempotencyKey = invoke.MetaIdempotencyKey
+	MetaApprovalToken  = invoke.MetaApprovalToken
+	MetaCorrelationID  = invoke.MetaCorrelationID
+	MetaTicketID       = invoke.MetaTicketID
+	MetaTaskID         = invoke.MetaTaskID
 	// MetaServedBy is set on a result's _meta when a fallback tool served
 	// the call: the namespaced name of that tool.
-	MetaServedBy = "switchboard/served-by"
+	MetaServedBy = invoke.MetaPrefix + "served-by"
 )
 
 // IdentityExtraKey is the auth.TokenInfo.Extra key under which the HTTP
@@ -471,12 +471,12 @@ func (f *Front) peerCtx(ctx context.Context, ss *mcp.ServerSession) context.Cont
 // read them and react) carrying a stable code in _meta; protocol errors the
 // upstream itself returned are relayed as they are.
 func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	call := invoke.Call{Name: req.Params.Name, Arguments: req.Params.Arguments, Identity: callerIdentity(ctx, req)}
-	call.Meta = gatewayMeta(req.Params.Meta, &call)
-	if f.scope != "" {
-		call.Server = f.scope
+	call, err := invoke.NewCall(invoke.CallRequest{Name: req.Params.Name, Server: f.scope,
+		Arguments: req.Params.Arguments, Meta: req.Params.Meta, Identity: callerIdentity(ctx, req)})
+	var res *invoke.Result
+	if err == nil {
+		res, err = f.caller.CallTool(f.peerCtx(ctx, req.Session), call)
 	}
-	res, err := f.caller.CallTool(f.peerCtx(ctx, req.Session), call)
 	if err == nil {
 		if res.ServedBy == "" {
 			return res.CallToolResult, nil
@@ -621,33 +621,6 @@ func callerIdentity(ctx context.Context, req mcp.Request) authz.Identity {
 	}
 	id, _ := authz.IdentityFrom(ctx)
 	return id
-}
-
-// gatewayMeta copies the gateway's own _meta keys into c and returns the
-// _meta to forward, without them.
-func gatewayMeta(meta mcp.Meta, c *invoke.Call) mcp.Meta {
-	var fwd mcp.Meta
-	for k, v := range meta {
-		s, _ := v.(string)
-		switch k {
-		case MetaIdempotencyKey:
-			c.IdempotencyKey = s
-		case MetaApprovalToken:
-			c.ApprovalToken = s
-		case MetaCorrelationID:
-			c.CorrelationID = s
-		case MetaTicketID:
-			c.TicketID = s
-		case MetaTaskID:
-			c.TaskID = s
-		default:
-			if fwd == nil {
-				fwd = make(mcp.Meta, len(meta))
-			}
-			fwd[k] = v
-		}
-	}
-	return fwd
 }
 
 func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {

@@ -242,6 +242,7 @@ func (p *Pipeline) ReadResource(ctx context.Context, scope string, params *mcp.R
 	defer cancel()
 	fwd := *params
 	fwd.URI = original
+	fwd.Meta = upstreamMeta(fwd.Meta)
 	res, err := p.up.ReadResource(ctx, server, &fwd)
 	if err != nil {
 		return nil, p.classify(ctx, server, "reading resource "+quote(params.URI), err)
@@ -290,6 +291,7 @@ func (p *Pipeline) GetPrompt(ctx context.Context, scope string, params *mcp.GetP
 	defer cancel()
 	fwd := *params
 	fwd.Name = original
+	fwd.Meta = upstreamMeta(fwd.Meta)
 	res, err := p.up.GetPrompt(ctx, server, &fwd)
 	if err != nil {
 		return nil, p.classify(ctx, server, "getting prompt "+quote(params.Name), err)
@@ -304,6 +306,7 @@ func (p *Pipeline) Complete(ctx context.Context, scope string, params *mcp.Compl
 		return nil, &Error{Code: CodeInvalidArgument, Message: "completion/complete needs a ref"}
 	}
 	fwd := *params
+	fwd.Meta = upstreamMeta(fwd.Meta)
 	ref := *params.Ref
 	fwd.Ref = &ref
 	var server string
@@ -336,6 +339,7 @@ func (p *Pipeline) Subscribe(ctx context.Context, scope string, params *mcp.Subs
 	return p.onResource(ctx, scope, params.URI, "subscribing to", func(ctx context.Context, server, uri string) error {
 		fwd := *params
 		fwd.URI = uri
+		fwd.Meta = upstreamMeta(fwd.Meta)
 		return p.up.Subscribe(ctx, server, &fwd)
 	})
 }
@@ -345,6 +349,7 @@ func (p *Pipeline) Unsubscribe(ctx context.Context, scope string, params *mcp.Un
 	return p.onResource(ctx, scope, params.URI, "unsubscribing from", func(ctx context.Context, server, uri string) error {
 		fwd := *params
 		fwd.URI = uri
+		fwd.Meta = upstreamMeta(fwd.Meta)
 		return p.up.Unsubscribe(ctx, server, &fwd)
 	})
 }
@@ -378,9 +383,11 @@ func (p *Pipeline) SetLoggingLevel(ctx context.Context, scope string, params *mc
 	if scope == "" {
 		servers = p.cat.Snapshot().AvailableServers()
 	}
+	fwd := *params
+	fwd.Meta = upstreamMeta(fwd.Meta)
 	var first error
 	for _, s := range servers {
-		if err := p.up.SetLoggingLevel(ctx, s, params); err != nil && first == nil {
+		if err := p.up.SetLoggingLevel(ctx, s, &fwd); err != nil && first == nil {
 			first = p.classify(ctx, s, "setting the log level", err)
 		}
 	}

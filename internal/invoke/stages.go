@@ -293,7 +293,7 @@ func fallbackWorthy(err error) bool {
 
 // attemptTool calls one tool with bulkhead, breaker and retries.
 func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, st *callState, t *tuning) (*Result, error) {
-	params := &mcp.CallToolParams{Meta: c.Meta, Name: tool.OriginalName}
+	params := &mcp.CallToolParams{Meta: upstreamMeta(c.Meta), Name: tool.OriginalName}
 	if len(c.Arguments) > 0 {
 		params.Arguments = c.Arguments
 	}
