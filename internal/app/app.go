@@ -104,7 +104,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
 	}
-	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger})
+	durable := s.AuditDurability != config.AuditAsync
+	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger, Durable: durable})
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", store.RedactDSN(s.Store), err)
 	}
@@ -159,9 +160,9 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Idempotency: a.idempotency(),
 		RetryBudget: a.sec.budget,
 		ToolState:   a.manifests.state,
-		// On PostgreSQL (replicas) a call returns only once its audit
-		// record is written: a replica killed after answering loses none.
-		DurableAudit: db.IsPostgres(),
+		// A call returns only once its audit record is written (group
+		// commit): a gateway killed right after answering loses no row.
+		DurableAudit: durable,
 		ServerAccess: a.sec.engine.ServerAllowed,
 		OnCall:       a.onCall,
 	})

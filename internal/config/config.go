@@ -487,6 +487,13 @@ type Settings struct {
 	IdempotencyTTL        time.Duration
 	IdempotencyMaxEntries int // idempotency_max_entries 10000 (1..10000000)
 	AuditQueueSize        int // audit_queue_size        10000: records buffered before the writer drops (1..10000000)
+	// AuditDurability is what an answered call promises about its audit
+	// row: "durable" (default): the row is committed, and on SQLite synced
+	// to disk, before the answer is sent (concurrent calls share one
+	// commit); "async": rows are written in the background after the
+	// answer, and a crash loses the last ones. yaml audit_durability, env
+	// SWITCHBOARD_AUDIT_DURABILITY. See docs/security.md.
+	AuditDurability string
 	// AuditRedactPattern is a Go regexp; argument and result keys matching
 	// it have their values redacted before audit records hash or summarize
 	// them. yaml audit_redact_pattern, env SWITCHBOARD_AUDIT_REDACT_PATTERN,
@@ -503,6 +510,14 @@ func (s *Settings) EffectiveRateLimitBurst() int {
 	}
 	return max(1, int(math.Ceil(s.RateLimitPerSecond)))
 }
+
+// Values of [Settings.AuditDurability].
+const (
+	// AuditDurable: an answered call's audit row is on disk.
+	AuditDurable = "durable"
+	// AuditAsync: audit rows are written after the answer, in batches.
+	AuditAsync = "async"
+)
 
 // DefaultAuditRedactPattern is the default of settings.audit_redact_pattern:
 // key names that usually hold credentials.
@@ -576,6 +591,7 @@ func DefaultSettings() Settings {
 		IdempotencyTTL:        3600 * time.Second,
 		IdempotencyMaxEntries: 10000,
 		AuditQueueSize:        10000,
+		AuditDurability:       AuditDurable,
 		AuditRedactPattern:    DefaultAuditRedactPattern,
 	}
 }

@@ -164,6 +164,9 @@ var settingDefs = []settingDef{
 	{"audit_queue_size", "SWITCHBOARD_AUDIT_QUEUE_SIZE", func(s *Settings) any { return &s.AuditQueueSize }, func(s *Settings) string {
 		return between(s.AuditQueueSize, 1, 10_000_000)
 	}},
+	{"audit_durability", "SWITCHBOARD_AUDIT_DURABILITY", func(s *Settings) any { return &s.AuditDurability }, func(s *Settings) string {
+		return oneOf(s.AuditDurability, AuditDurable, AuditAsync)
+	}},
 	{"audit_redact_pattern", "SWITCHBOARD_AUDIT_REDACT_PATTERN", func(s *Settings) any { return &s.AuditRedactPattern }, func(s *Settings) string {
 		if s.AuditRedactPattern == "" {
 			return "must not be empty: an empty pattern matches every key"

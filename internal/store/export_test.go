@@ -26,3 +26,10 @@ func MigratePostgres(ctx context.Context, pool *sql.DB, migrations fs.FS, logger
 	}
 	return migrate(ctx, pool, d, logger)
 }
+
+// WritePragma reads a PRAGMA on the SQLite write connection.
+func WritePragma(ctx context.Context, db *DB, name string) (string, error) {
+	var v string
+	err := db.write.QueryRowContext(ctx, "PRAGMA "+name).Scan(&v)
+	return v, err
+}

@@ -27,7 +27,7 @@ import (
 // ":memory:" opens a private in-memory database, mostly useful in tests.
 //
 // On SQLite the store always sets journal_mode=WAL, busy_timeout=5000, foreign_keys=ON
-// and synchronous=NORMAL, writes through a single connection (BEGIN IMMEDIATE,
+// and synchronous=NORMAL (FULL with [Options.Durable]), writes through a single connection (BEGIN IMMEDIATE,
 // so writers in other processes queue on the busy timeout instead of failing
 // mid-transaction) and reads through a separate read-only pool that WAL lets
 // run alongside the writer.
@@ -56,7 +56,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
-	return openSQLite(ctx, t, o.Logger)
+	return openSQLite(ctx, t, o.Logger, o.Durable)
 }
 
 // sqliteTarget is a parsed SQLite DSN.
@@ -178,7 +178,7 @@ var (
 )
 
 // openSQLite opens the write pool, migrates, then opens the read pool.
-func openSQLite(ctx context.Context, t sqliteTarget, logger *slog.Logger) (_ *DB, err error) {
+func openSQLite(ctx context.Context, t sqliteTarget, logger *slog.Logger, durable bool) (_ *DB, err error) {
 	if !t.memory {
 		dir := filepath.Dir(t.path)
 		fi, statErr := os.Stat(dir)
@@ -207,7 +207,11 @@ func openSQLite(ctx context.Context, t sqliteTarget, logger *slog.Logger) (_ *DB
 		}
 	}()
 
-	if db.write, err = sql.Open(d.driver, t.dsn(writeParams)); err != nil {
+	wp := writeParams
+	if durable {
+		wp = url.Values{"_pragma": {busyPragma, "foreign_keys(1)", "synchronous(FULL)"}, "_txlock": wp["_txlock"]}
+	}
+	if db.write, err = sql.Open(d.driver, t.dsn(wp)); err != nil {
 		return nil, fmt.Errorf("opening store %q: %w", t.path, err)
 	}
 	// One connection: the writer lock is taken in the pool queue, which

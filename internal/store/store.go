@@ -39,6 +39,13 @@ type Options struct {
 	// Logger receives notices about migrations and the storage engine. Nil
 	// discards them. The store never logs row contents.
 	Logger *slog.Logger
+	// Durable makes SQLite sync every commit to disk (synchronous=FULL),
+	// so a committed row survives a power loss or an OS crash, not only a
+	// crash of the process (synchronous=NORMAL, the default). The gateway
+	// sets it with audit_durability: durable, where a call's answer
+	// promises that its audit row is on disk. PostgreSQL commits durably
+	// by its own configuration.
+	Durable bool
 }
 
 // querier is what both *sql.DB and *sql.Tx offer, so every data method can run

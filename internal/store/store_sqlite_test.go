@@ -319,3 +319,23 @@ func TestSQLiteListenLifetime(t *testing.T) {
 		t.Errorf("%d listener goroutines after Close, %d before", after, before)
 	}
 }
+
+// TestDurableSyncsEveryCommit: with Durable the write connection runs
+// synchronous=FULL (2), so a commit is on disk when it returns; without it
+// NORMAL (1), which survives a crash of the process only.
+func TestDurableSyncsEveryCommit(t *testing.T) {
+	for _, tt := range []struct {
+		durable bool
+		want    string
+	}{{true, "2"}, {false, "1"}} {
+		db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), "s.db"), &store.Options{Durable: tt.durable})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.WritePragma(t.Context(), db, "synchronous")
+		db.Close()
+		if err != nil || got != tt.want {
+			t.Errorf("Durable=%v: synchronous = %q, %v; want %s", tt.durable, got, err, tt.want)
+		}
+	}
+}
