@@ -128,7 +128,9 @@ func TestErrors(t *testing.T) {
 		{"invalid server", "POST", "/api/v1/aggregator/servers", `{"name":"a.b","transport_type":"HTTP"}`, 422, CodeValidation},
 		{"unknown server", "GET", "/api/v1/aggregator/servers/zz", ``, 404, CodeServerNotFound},
 		{"unknown route", "GET", "/api/v1/nope", ``, 404, CodeNotFound},
-		{"bad history limit", "GET", "/api/v1/aggregator/servers/demo/history?limit=x", ``, 400, CodeBadRequest},
+		{"bad history limit", "GET", "/api/v1/aggregator/servers/demo/history?limit=x", ``, 400, string(invoke.CodeInvalidArgument)},
+		{"bad wait", "POST", "/api/v1/aggregator/servers/demo/connect?wait=soon", ``, 400, string(invoke.CodeInvalidArgument)},
+		{"bad log lines", "GET", "/api/v1/aggregator/servers/demo/logs?lines=0", ``, 400, string(invoke.CodeInvalidArgument)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/audit"
+	"github.com/switchboard-mcp/switchboard/internal/store"
 )
 
 // AuditLog answers audit queries, newest first, a page at a time.
@@ -27,6 +29,9 @@ func (h *handler) queryAudit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	recs, next, err := h.audit.Query(r.Context(), f)
+	if f.Cursor != "" && errors.Is(err, store.ErrInvalid) {
+		return badParam("cursor", "malformed: pass the next_cursor of a previous page unchanged")
+	}
 	if err != nil {
 		return err
 	}

@@ -155,7 +155,7 @@ func validationError(errs config.Errors) *Error {
 // badParam is a 400 naming the query parameter at fault, so a client can
 // tell which of several filters it got wrong.
 func badParam(name, msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: name + ": " + msg,
+	return &Error{Status: http.StatusBadRequest, Code: string(invoke.CodeInvalidArgument), Message: name + ": " + msg,
 		Details: map[string]any{"parameter": name}}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 )
 
@@ -157,7 +158,7 @@ type env struct {
 	ops      *opLog
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	cat := catalog.New(nil)
 	schema := map[string]any{"type": "object"}
@@ -448,7 +449,7 @@ func TestAuditQuery(t *testing.T) {
 			st, body, _ := e.do(t, &adminID, "GET", "/api/v1/audit?"+tc.query, "")
 			e, _ := body["error"].(map[string]any)
 			d, _ := e["details"].(map[string]any)
-			if st != 400 || errCode(body) != CodeBadRequest || d["parameter"] != tc.param {
+			if st != 400 || errCode(body) != string(invoke.CodeInvalidArgument) || d["parameter"] != tc.param {
 				t.Errorf("status %d body %v, want 400 naming %q", st, body, tc.param)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/skills"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 )
@@ -221,9 +222,9 @@ func TestSkillTools(t *testing.T) {
 		{"default limit", "/api/v1/skills/issue_tracking/tools", 200, "", 100},
 		{"limit", "/api/v1/skills/issue_tracking/tools?limit=7", 200, "", 7},
 		{"max limit", "/api/v1/skills/issue_tracking/tools?limit=1000", 200, "", 1000},
-		{"limit zero", "/api/v1/skills/issue_tracking/tools?limit=0", 400, CodeBadRequest, 0},
-		{"limit too high", "/api/v1/skills/issue_tracking/tools?limit=1001", 400, CodeBadRequest, 0},
-		{"limit not a number", "/api/v1/skills/issue_tracking/tools?limit=ten", 400, CodeBadRequest, 0},
+		{"limit zero", "/api/v1/skills/issue_tracking/tools?limit=0", 400, string(invoke.CodeInvalidArgument), 0},
+		{"limit too high", "/api/v1/skills/issue_tracking/tools?limit=1001", 400, string(invoke.CodeInvalidArgument), 0},
+		{"limit not a number", "/api/v1/skills/issue_tracking/tools?limit=ten", 400, string(invoke.CodeInvalidArgument), 0},
 		{"unknown skill", "/api/v1/skills/nope/tools", 404, CodeNotFound, 100},
 	}
 	for _, tc := range tests {

@@ -112,7 +112,13 @@ func (h *handler) removeServer(w http.ResponseWriter, r *http.Request) error {
 // connectServer starts a connection (AG-US6). By default it answers at once
 // with CONNECTING; ?wait=true waits for the outcome, which scripts prefer.
 func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
-	wait, _ := strconv.ParseBool(r.URL.Query().Get("wait"))
+	var wait bool
+	if v := r.URL.Query().Get("wait"); v != "" {
+		var err error
+		if wait, err = strconv.ParseBool(v); err != nil {
+			return badParam("wait", "must be true or false")
+		}
+	}
 	s, err := h.servers.Connect(r.Context(), r.PathValue("id"), wait)
 	if err := h.op(r.Context(), "server.connect", r.PathValue("id"), "", err); err != nil {
 		return err
@@ -150,7 +156,7 @@ func (h *handler) serverHistory(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 || n > 10000 {
-			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "limit must be an integer in 1..10000"}
+			return badParam("limit", "must be an integer in 1..10000")
 		}
 		limit = n
 	}
@@ -218,7 +224,7 @@ func (h *handler) serverLogs(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("lines"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
-			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "lines must be an integer from 1 to 1000"}
+			return badParam("lines", "must be an integer in 1..1000")
 		}
 	}
 	s, err := h.servers.Get(r.Context(), r.PathValue("id"))

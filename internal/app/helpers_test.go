@@ -119,12 +119,12 @@ func (g *gateway) tryRest(key, method, path string, body any) (int, map[string]a
 
 // startGateway parses yaml (with the demo server re-exec wired in), starts a
 // gateway on a temp SQLite store and serves it with httptest.
-func startGateway(t *testing.T, yaml string, env map[string]string) *gateway {
+func startGateway(t testing.TB, yaml string, env map[string]string) *gateway {
 	t.Helper()
 	return startGatewayStore(t, yaml, env, filepath.Join(t.TempDir(), "switchboard.db"))
 }
 
-func startGatewayStore(t *testing.T, yaml string, env map[string]string, storePath string) *gateway {
+func startGatewayStore(t testing.TB, yaml string, env map[string]string, storePath string) *gateway {
 	t.Helper()
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,9 +16,11 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/front"
 )
 
 // faultyUpstream is the demo server over Streamable HTTP behind a fault
@@ -388,6 +391,33 @@ func TestTwoAgentsThroughMCP(t *testing.T) {
 	}
 	if _, err := a.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: resA.Resources[0].URI}); err != nil {
 		t.Errorf("agent-a reading %s: %v", resA.Resources[0].URI, err)
+	}
+	// A denial on a method without isError results is the same error as on
+	// tools/call (message, code "denied" in data), never -32603.
+	promptsA, err := a.ListPrompts(t.Context(), nil)
+	if err != nil || len(promptsA.Prompts) == 0 {
+		t.Fatalf("agent-a prompts = %v, %v; want demo's", promptsA, err)
+	}
+	for what, call := range map[string]func() error{
+		"resources/read": func() error {
+			_, err := b.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: resA.Resources[0].URI})
+			return err
+		},
+		"prompts/get": func() error {
+			_, err := b.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: promptsA.Prompts[0].Name})
+			return err
+		},
+	} {
+		var rpcErr *jsonrpc.Error
+		if err := call(); !errors.As(err, &rpcErr) {
+			t.Errorf("agent-b %s: %v, want a JSON-RPC error", what, err)
+			continue
+		}
+		var data struct{ Code, Server string }
+		_ = json.Unmarshal(rpcErr.Data, &data)
+		if rpcErr.Code != front.RPCDenied || data.Code != "denied" || data.Server != "demo" || !strings.Contains(rpcErr.Message, "agent-b") {
+			t.Errorf("agent-b %s: code %d data %s message %q; want %d with code denied", what, rpcErr.Code, rpcErr.Data, rpcErr.Message, front.RPCDenied)
+		}
 	}
 
 	// The denial is in the audit log.

@@ -649,12 +649,50 @@ func rpcError(err error) error {
 	if errors.As(err, &rpcErr) {
 		return rpcErr
 	}
-	code := int64(jsonrpc.CodeInternalError)
-	if c := invoke.CodeOf(err); c == invoke.CodeToolNotFound || c == invoke.CodeInvalidArgument {
-		code = jsonrpc.CodeInvalidParams
+	var ie *invoke.Error
+	if !errors.As(err, &ie) {
+		// Not classified by the pipeline: a fault of the gateway itself.
+		data, _ := json.Marshal(map[string]string{"code": string(invoke.CodeUpstream)})
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error(), Data: data}
 	}
-	data, _ := json.Marshal(map[string]string{"code": string(invoke.CodeOf(err))})
-	return &jsonrpc.Error{Code: code, Message: err.Error(), Data: data}
+	detail := map[string]string{"code": string(ie.Code)}
+	if ie.Server != "" {
+		detail["server"] = ie.Server
+	}
+	if ie.Status != "" {
+		detail["status"] = ie.Status
+	}
+	data, _ := json.Marshal(detail)
+	return &jsonrpc.Error{Code: RPCCode(ie.Code), Message: ie.Message, Data: data}
+}
+
+// JSON-RPC error codes of the gateway's own failures on methods that have
+// no isError result (resources/read, prompts/get, completion/complete,
+// subscriptions): the same failure a tools/call reports, with the same
+// message and the stable code in data.code. -32603 (internal error) is kept
+// for faults of the gateway itself. The values avoid the codes SDKs give
+// meanings of their own (-32000 to -32005: connection closed, request
+// timeout, client or server closing; -32002 resource not found; -32020 to
+// -32022 and -32042 of the protocol).
+const (
+	// RPCDenied: authentication or authorization refused the request.
+	RPCDenied int64 = -32030
+	// RPCGatewayError: the gateway could not serve the request (server
+	// unavailable, circuit open, timeout, rate limited, ...).
+	RPCGatewayError int64 = -32031
+)
+
+// RPCCode is the JSON-RPC error code the front answers a failure of code
+// with.
+func RPCCode(code invoke.Code) int64 {
+	switch code {
+	case invoke.CodeToolNotFound, invoke.CodeInvalidArgument:
+		return jsonrpc.CodeInvalidParams
+	case invoke.CodeDenied, invoke.CodeUnauthenticated:
+		return RPCDenied
+	default:
+		return RPCGatewayError
+	}
 }
 
 // demoteHandler lowers the SDK's info records to debug, keeping warnings and
