@@ -74,9 +74,12 @@ func authMode(cfg *config.Config, listen string, getenv func(string) string) (id
 	}
 	ic.Mode = cfg.Auth.Mode
 	if j := cfg.Auth.JWT; j != nil {
-		secret, err := j.ExpandSecret(getenv)
-		if err != nil {
-			return ic, "", err // names auth.jwt.secret and the variable
+		var secret string
+		if j.Secret != "" { // else jwks_url: there is no key to expand
+			var err error
+			if secret, err = j.ExpandSecret(getenv); err != nil {
+				return ic, "", err // names auth.jwt.secret and the variable
+			}
 		}
 		ic.JWT = &identity.JWTConfig{
 			Secret: secret, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway,
