@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -59,6 +60,7 @@ type App struct {
 	fronts  *frontSet // transparent per-server fronts
 	metrics *telemetry.Metrics
 	events  *telemetry.Bus
+	guard   *netguard.Guard // the SSRF policy of every outbound fetch
 	reg     *registry
 	sec     *security
 	disc    *discovery
@@ -98,6 +100,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if _, _, err := authMode(cfg, listen, o.Getenv); err != nil {
 		return nil, err
 	}
+	guard, err := outboundGuard(s)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", store.RedactDSN(s.Store), err)
@@ -105,9 +111,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New()}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
+	a.reg.guard = guard
 	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
 		db.Close()
 		cancel()
@@ -123,6 +130,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		SelfExecutable: o.SelfExecutable,
 		Getenv:         o.Getenv,
 		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},
+		Guard:          guard,
 		OnResourceUpdated: func(server string, p *mcp.ResourceUpdatedNotificationParams) {
 			a.front.ResourceUpdated(bg, server, p)
 			a.fronts.resourceUpdated(bg, server, p)

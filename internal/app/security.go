@@ -167,6 +167,12 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 	if ic.AdminKey != "" {
 		a.logger.Info("admin key from the environment is active", "env", AdminKeyEnv)
 	}
+	if ic.JWT != nil && ic.JWT.JWKSURL != "" {
+		if err := checkConfiguredURL(a.guard, "auth.jwt.jwks_url", ic.JWT.JWKSURL); err != nil {
+			return nil, err
+		}
+		ic.JWT.HTTPClient = a.guard.Client(identity.DefaultJWKSTimeout)
+	}
 	if sec.authn, err = identity.New(ic, keyStore{a.db}, &identity.Options{Logger: a.logger}); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
