@@ -230,3 +230,19 @@ func TestProxy(t *testing.T) {
 		t.Errorf("a guarded transport kept the base transport's proxy")
 	}
 }
+
+// TestUnicodeHosts: net/http maps a host to ASCII (IDNA) before it dials,
+// so full-width forms of a refused name or address arrive at the dialer in
+// their plain form and are refused there.
+func TestUnicodeHosts(t *testing.T) {
+	c := mustGuard(t, netguard.Policy{}, newResolver(nil)).Client(0)
+	for _, u := range []string{
+		"http://ｍｅｔａｄａｔａ.google.internal/computeMetadata/v1/",
+		"http://１６９.２５４.１６９.２５４/latest/meta-data/",
+		"http://METADATA.goog/",
+	} {
+		if err := get(t, c, u); reasonOf(err) != netguard.ReasonMetadata {
+			t.Errorf("GET %s = %v, want refused as metadata", u, err)
+		}
+	}
+}

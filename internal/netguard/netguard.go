@@ -56,6 +56,8 @@ type BlockedError struct {
 	Reason Reason
 	// Scheme is the refused scheme, for ReasonScheme.
 	Scheme string
+
+	resolved bool // Addr is a DNS answer for Host
 }
 
 // Error reads like `outbound request to "evil.example" refused: it resolves
@@ -74,8 +76,10 @@ func (e *BlockedError) Error() string {
 		b.WriteString("it is ")
 	case e.Via.IsValid():
 		fmt.Fprintf(&b, "%s carries %s, ", e.Via, e.Addr)
-	case e.Addr.String() != e.Host:
+	case e.resolved:
 		fmt.Fprintf(&b, "it resolves to %s, ", e.Addr)
+	case e.Addr.String() != e.Host:
+		fmt.Fprintf(&b, "it is %s, ", e.Addr) // a mapped or zoned literal
 	default:
 		b.WriteString("it is ")
 	}
@@ -365,7 +369,7 @@ func (g *Guard) resolve(ctx context.Context, network, host string) ([]netip.Addr
 	}
 	for _, a := range addrs {
 		if b := g.checkAddr(a, v.nameAllowed); b != nil {
-			b.Host = host
+			b.Host, b.resolved = host, true
 			return nil, false, b
 		}
 	}

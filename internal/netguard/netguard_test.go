@@ -297,6 +297,7 @@ func TestBlockedErrorMessage(t *testing.T) {
 			[]string{`"169.254.169.254"`, "cloud metadata", "settings.outbound_allow"}},
 		{netguard.Policy{}, "http://evil.example/", []string{`"evil.example"`, "resolves to 169.254.169.254", "settings.outbound_allow"}},
 		{netguard.Policy{}, "http://[64:ff9b::a9fe:a9fe]/", []string{"64:ff9b::a9fe:a9fe carries 169.254.169.254"}},
+		{netguard.Policy{}, "http://[::ffff:169.254.169.254]/", []string{`"::ffff:169.254.169.254" refused: it is 169.254.169.254, a cloud metadata`}},
 		{netguard.Policy{DenyLoopback: true}, "http://127.0.0.1:9/", []string{"loopback", "outbound_deny_loopback", "outbound_allow"}},
 		{netguard.Policy{DenyPrivate: true}, "http://lan.example/", []string{"resolves to 10.0.0.7", "private", "outbound_deny_private"}},
 		{netguard.Policy{}, "http://0.0.0.0/", []string{"unspecified", "no setting allows it"}},
