@@ -43,8 +43,8 @@ type Options struct {
 
 // DialContext is a net.Dialer.DialContext that resolves the host with the
 // guard's resolver, refuses it if any answer is refused, and dials the
-// checked addresses in order (never the name, so nothing resolves it
-// again). A refusal is a *net.OpError with Op "dial" wrapping the
+// checked addresses (never the name, so nothing resolves it again), racing
+// the two address families as net.Dialer does. A refusal is a *net.OpError with Op "dial" wrapping the
 // [*BlockedError]: net/http and its callers see a dial that failed before
 // anything was sent.
 func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
@@ -72,6 +72,82 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 	d.ControlContext = func(_ context.Context, network, address string, _ syscall.RawConn) error {
 		return g.control(address, nameAllowed)
 	}
+	return dialParallel(ctx, &d, network, port, addrs)
+}
+
+// fallbackDelay is how long the first address family gets before the other
+// one is tried in parallel, as net.Dialer's FallbackDelay default.
+const fallbackDelay = 300 * time.Millisecond
+
+// dialParallel dials the addresses of the first one's family in order and,
+// after fallbackDelay or their failure, those of the other family in
+// parallel: the Happy Eyeballs (RFC 8305) race that net.Dialer runs for a
+// name, which the guard takes over by dialling addresses.
+func dialParallel(ctx context.Context, d *net.Dialer, network, port string, addrs []netip.Addr) (net.Conn, error) {
+	var primaries, fallbacks []netip.Addr
+	for _, a := range addrs {
+		if a.Unmap().Is4() == addrs[0].Unmap().Is4() {
+			primaries = append(primaries, a)
+		} else {
+			fallbacks = append(fallbacks, a)
+		}
+	}
+	if len(fallbacks) == 0 {
+		return dialSerial(ctx, d, network, port, primaries)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		conn net.Conn
+		err  error
+	}
+	results := make(chan result, 2)
+	pending := 0
+	start := func(list []netip.Addr) {
+		pending++
+		go func() {
+			c, err := dialSerial(ctx, d, network, port, list)
+			results <- result{c, err}
+		}()
+	}
+	start(primaries)
+	timer := time.NewTimer(fallbackDelay)
+	defer timer.Stop()
+	fallbackStarted := false
+	var errs []error
+	for {
+		select {
+		case <-timer.C:
+			if !fallbackStarted {
+				fallbackStarted = true
+				start(fallbacks)
+			}
+		case r := <-results:
+			pending--
+			if r.err == nil {
+				// The loser is cancelled; wait for it so that no dial
+				// outlives this call, and close what it may have opened.
+				cancel()
+				for ; pending > 0; pending-- {
+					if other := <-results; other.conn != nil {
+						other.conn.Close()
+					}
+				}
+				return r.conn, nil
+			}
+			errs = append(errs, r.err)
+			if !fallbackStarted {
+				fallbackStarted = true
+				start(fallbacks)
+			} else if pending == 0 {
+				return nil, errors.Join(errs...)
+			}
+		}
+	}
+}
+
+// dialSerial dials addrs in order until one connects.
+func dialSerial(ctx context.Context, d *net.Dialer, network, port string, addrs []netip.Addr) (net.Conn, error) {
 	var errs []error
 	for _, a := range addrs {
 		conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))

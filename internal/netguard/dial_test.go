@@ -246,3 +246,27 @@ func TestUnicodeHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestDialFallsBackAcrossFamilies: a name with answers in both families
+// connects through whichever family works, as net.Dialer would.
+func TestDialFallsBackAcrossFamilies(t *testing.T) {
+	srv, hits := countingServer(t, nil) // listens on 127.0.0.1 only
+	port := strconv.Itoa(srv.Listener.Addr().(*net.TCPAddr).Port)
+	res := newResolver(map[string][]string{
+		"v6first.example": {"::1", "127.0.0.1"},
+		"v4first.example": {"127.0.0.1", "::1"},
+		"v6only.example":  {"::1"},
+	})
+	c := mustGuard(t, netguard.Policy{}, res).Client(0)
+	for _, host := range []string{"v6first.example", "v4first.example"} {
+		if err := get(t, c, "http://"+host+":"+port+"/"); err != nil {
+			t.Errorf("GET %s: %v", host, err)
+		}
+	}
+	if err := get(t, c, "http://v6only.example:"+port+"/"); err == nil || errors.Is(err, netguard.ErrBlocked) {
+		t.Errorf("GET v6only.example = %v, want a connection failure (nothing listens on ::1)", err)
+	}
+	if hits.Load() != 2 {
+		t.Errorf("the server saw %d requests, want 2", hits.Load())
+	}
+}
