@@ -9,6 +9,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
@@ -51,6 +52,11 @@ const (
 	// CodeNotConfigured: the gateway runs without the component the route
 	// needs (no store for keys, no audit log, ...).
 	CodeNotConfigured = "not_configured"
+	// CodeSSRFBlocked: a URL given to the gateway to fetch (a server's url
+	// or health_check_url) points where the outbound policy forbids, such as
+	// a cloud metadata endpoint. The message names the setting that would
+	// allow it; details carry host, address and reason.
+	CodeSSRFBlocked = "ssrf_blocked"
 )
 
 // statusOf maps the shared call vocabulary to HTTP (seed 000's table): the
@@ -94,6 +100,7 @@ func toError(err error) *Error {
 	var cerrs config.Errors
 	var cerr *config.Error
 	var unavail *upstream.UnavailableError
+	var blocked *netguard.BlockedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -102,6 +109,8 @@ func toError(err error) *Error {
 	case errors.As(err, &unavail):
 		return &Error{Status: http.StatusServiceUnavailable, Code: string(invoke.CodeServerUnavailable),
 			Message: unavail.Error(), Details: map[string]any{"server": unavail.Server, "status": string(unavail.State)}}
+	case errors.As(err, &blocked):
+		return blockedError(err, blocked)
 	case errors.As(err, &cerrs):
 		return validationError(cerrs)
 	case errors.As(err, &cerr):
@@ -141,6 +150,20 @@ func invokeError(ie *invoke.Error) *Error {
 		e.Details["attempts"] = ie.Attempts
 	}
 	return e
+}
+
+// blockedError is a 400: the caller asked for a destination the outbound
+// policy refuses, which only the request (or the operator's settings) can
+// change.
+func blockedError(err error, b *netguard.BlockedError) *Error {
+	d := map[string]any{"reason": string(b.Reason)}
+	if b.Host != "" {
+		d["host"] = b.Host
+	}
+	if b.Addr.IsValid() {
+		d["address"] = b.Addr.String()
+	}
+	return &Error{Status: http.StatusBadRequest, Code: CodeSSRFBlocked, Message: err.Error(), Details: d}
 }
 
 func validationError(errs config.Errors) *Error {

@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -60,11 +61,12 @@ type App struct {
 	fronts  *frontSet // transparent per-server fronts
 	metrics *telemetry.Metrics
 	events  *telemetry.Bus
+	guard   *netguard.Guard // the SSRF policy of every outbound fetch
 	reg     *registry
 	sec     *security
 	disc    *discovery
 	cluster *cluster
-	guard   *httpguard.Guard
+	browser *httpguard.Guard // Host, Origin and body checks of every route
 	// manifests are the tool manifests registered through the API.
 	manifests manifests
 	cancel    context.CancelFunc
@@ -100,9 +102,13 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if _, _, err := authMode(cfg, listen, o.Getenv); err != nil {
 		return nil, err
 	}
-	guard, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: o.Logger})
+	browser, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
+	}
+	guard, err := outboundGuard(s)
+	if err != nil {
+		return nil, err
 	}
 	durable := s.AuditDurability != config.AuditAsync
 	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger, Durable: durable})
@@ -112,9 +118,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard, browser: browser}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
+	a.reg.guard = guard
 	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
 		db.Close()
 		cancel()
@@ -130,6 +137,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		SelfExecutable: o.SelfExecutable,
 		Getenv:         o.Getenv,
 		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},
+		Guard:          guard,
 		OnResourceUpdated: func(server string, p *mcp.ResourceUpdatedNotificationParams) {
 			a.front.ResourceUpdated(bg, server, p)
 			a.fronts.resourceUpdated(bg, server, p)
@@ -257,7 +265,7 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("GET /healthz", apiHandler)
 	mux.Handle("GET /readyz", apiHandler)
 	mux.Handle("/", authn(apiHandler))
-	return a.guard.Handler(mux)
+	return a.browser.Handler(mux)
 }
 
 // Catalog exposes the catalog (tests, benchmarks).

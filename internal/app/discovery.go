@@ -68,16 +68,23 @@ func newDiscovery(a *App, cfg *config.Config, getenv func(string) string) (*disc
 	d.offline = skills.NewOffline(d.skills)
 	opts := &search.Options{Logger: a.logger}
 	if e := cfg.Search.Embeddings; e != nil {
+		if err := checkConfiguredURL(a.guard, "search.embeddings.url", e.URL); err != nil {
+			return nil, err
+		}
 		emb, err := search.NewOpenAIEmbedder(search.EmbeddingsConfig{URL: e.URL, Model: e.Model, APIKey: e.APIKey(getenv),
-			BatchSize: e.BatchSize, Timeout: time.Duration(e.TimeoutSeconds) * time.Second})
+			BatchSize: e.BatchSize, Timeout: time.Duration(e.TimeoutSeconds) * time.Second, HTTPClient: a.guard.Client(0)})
 		if err != nil {
 			return nil, fmt.Errorf("search.embeddings: %w", err)
 		}
 		opts.Embedder = emb
 	}
 	if c := cfg.Skills.Classifier; c.Mode == "llm" {
+		if err := checkConfiguredURL(a.guard, "skills.classifier.url", c.URL); err != nil {
+			return nil, err
+		}
 		llm, err := skills.NewLLM(skills.LLMConfig{URL: c.URL, Model: c.Model, APIKey: c.APIKey(getenv), BatchSize: c.BatchSize,
-			Concurrency: c.Concurrency, Timeout: time.Duration(c.TimeoutSeconds) * time.Second}, d.offline, a.logger)
+			Concurrency: c.Concurrency, Timeout: time.Duration(c.TimeoutSeconds) * time.Second, HTTPClient: a.guard.Client(0)},
+			d.offline, a.logger)
 		if err != nil {
 			return nil, fmt.Errorf("skills.classifier: %w", err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
@@ -63,6 +64,8 @@ type registry struct {
 
 	metrics *telemetry.Metrics
 	events  *telemetry.Bus
+	// guard refuses servers whose URLs the SSRF policy denies.
+	guard *netguard.Guard
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
@@ -670,6 +673,9 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 	}
 	expanded, err := r.expand(def)
 	if err != nil {
+		return api.Server{}, err
+	}
+	if err := r.checkOutbound(ctx, expanded); err != nil {
 		return api.Server{}, err
 	}
 	row := &store.Server{Name: def.Name, Source: sourceAPI, Transport: def.Transport, Description: def.Description}

@@ -38,7 +38,7 @@ func (a *App) Reload(ctx context.Context) error {
 	if !reflect.DeepEqual(next.Search, a.cfg.Search) || !reflect.DeepEqual(next.Skills, a.cfg.Skills) || !reflect.DeepEqual(next.Front, a.cfg.Front) {
 		a.logger.Warn("config reload: the search, skills or front section changed; it takes effect at the next start", "file", a.cfg.File)
 	}
-	if next.Settings != a.cfg.Settings {
+	if !reflect.DeepEqual(next.Settings, a.cfg.Settings) {
 		a.logger.Warn("config reload: changed settings take effect at the next start", "file", a.cfg.File)
 	}
 	rep, start, err := a.reg.reload(ctx, next)

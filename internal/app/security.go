@@ -74,9 +74,12 @@ func authMode(cfg *config.Config, listen string, getenv func(string) string) (id
 	}
 	ic.Mode = cfg.Auth.Mode
 	if j := cfg.Auth.JWT; j != nil {
-		secret, err := j.ExpandSecret(getenv)
-		if err != nil {
-			return ic, "", err // names auth.jwt.secret and the variable
+		var secret string
+		if j.Secret != "" { // else jwks_url: there is no key to expand
+			var err error
+			if secret, err = j.ExpandSecret(getenv); err != nil {
+				return ic, "", err // names auth.jwt.secret and the variable
+			}
 		}
 		ic.JWT = &identity.JWTConfig{
 			Secret: secret, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway,
@@ -163,6 +166,12 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 	}
 	if ic.AdminKey != "" {
 		a.logger.Info("admin key from the environment is active", "env", AdminKeyEnv)
+	}
+	if ic.JWT != nil && ic.JWT.JWKSURL != "" {
+		if err := checkConfiguredURL(a.guard, "auth.jwt.jwks_url", ic.JWT.JWKSURL); err != nil {
+			return nil, err
+		}
+		ic.JWT.HTTPClient = a.guard.Client(identity.DefaultJWKSTimeout)
 	}
 	if sec.authn, err = identity.New(ic, keyStore{a.db}, &identity.Options{Logger: a.logger}); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)

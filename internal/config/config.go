@@ -499,6 +499,20 @@ type Settings struct {
 	// them. yaml audit_redact_pattern, env SWITCHBOARD_AUDIT_REDACT_PATTERN,
 	// default [DefaultAuditRedactPattern]; it must compile and not be empty.
 	AuditRedactPattern string
+
+	// Outbound requests (the SSRF guard, package netguard): what the
+	// gateway may reach when it fetches a URL of the configuration or of a
+	// caller (HTTP/SSE upstreams, health checks, JWKS, embeddings, the LLM
+	// classifier). Link-local addresses and cloud metadata endpoints are
+	// always refused unless allowed by OutboundAllow.
+	OutboundDenyPrivate  bool     // outbound_deny_private     false: refuse RFC 1918, 100.64/10, fc00::/7
+	OutboundDenyLoopback bool     // outbound_deny_loopback    false: refuse 127/8, ::1, localhost
+	OutboundAllow        []string // outbound_allow            none: addresses, CIDR prefixes and host names allowed anyway (env: comma-separated)
+	// OutboundProxyFromEnv routes outbound requests through HTTP_PROXY /
+	// HTTPS_PROXY / NO_PROXY: yaml outbound_proxy_from_env, default false,
+	// because the guard can only check the target as far as the gateway
+	// can resolve it when a proxy makes the connection.
+	OutboundProxyFromEnv bool
 }
 
 // EffectiveRateLimitBurst returns the bucket size in effect: RateLimitBurst,

@@ -531,6 +531,36 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "outbound settings",
+			yaml: "settings:\n  outbound_deny_private: yes please\n  outbound_allow:\n    - 10.0.0.0/8\n    - not a host\n" +
+				"    - 10.0.0.0/33\n    - 2852039166\n",
+			want: []wantErr{
+				{Line: 2, Field: "settings.outbound_deny_private", Msg: "must be true or false"},
+				// One error for the setting, naming every bad entry.
+				{Line: 3, Field: "settings.outbound_allow", Msg: `entry 2: "not a host" is not an IP address, a CIDR prefix or a host name ` +
+					`("*.example.com" for a whole domain); entry 3: "10.0.0.0/33" is not a valid CIDR prefix (e.g. 10.0.0.0/8, fd00::/8); ` +
+					`entry 4: "2852039166" is not a standard IP address`},
+			},
+		},
+		{
+			name: "outbound_allow not a list of strings",
+			yaml: "settings:\n  outbound_allow: 10.0.0.0/8\n",
+			want: []wantErr{{Line: 2, Field: "settings.outbound_allow", Msg: "must be a list, got a string"}},
+		},
+		{
+			name: "outbound_allow item not a string",
+			yaml: "settings:\n  outbound_allow:\n    - {cidr: 10.0.0.0/8}\n",
+			want: []wantErr{{Line: 3, Field: "settings.outbound_allow[0]", Msg: "must be a string"}},
+		},
+		{
+			name: "outbound env overrides",
+			env:  map[string]string{"SWITCHBOARD_OUTBOUND_ALLOW": "10.0.0.0/8, *.corp.example,bad host", "SWITCHBOARD_OUTBOUND_DENY_LOOPBACK": "sometimes"},
+			want: []wantErr{
+				{File: EnvironmentFile, Field: "SWITCHBOARD_OUTBOUND_DENY_LOOPBACK", Msg: `invalid value "sometimes": must be true or false`},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_OUTBOUND_ALLOW", Msg: `entry 3: "bad host"`},
+			},
+		},
+		{
 			name: "empty audit redact pattern",
 			yaml: "settings:\n  audit_redact_pattern: \"\"\n",
 			want: []wantErr{{Line: 2, Field: "settings.audit_redact_pattern", Msg: "must not be empty"}},
@@ -1010,6 +1040,8 @@ func TestPrecedence(t *testing.T) {
   retry_max_attempts: 7
   retry_factor: 3
   shutdown_timeout_seconds: 2
+  outbound_deny_private: true
+  outbound_allow: [10.1.0.0/16]
 `
 	env := map[string]string{
 		"SWITCHBOARD_LISTEN":                   "127.0.0.1:7000", // overrides the file
@@ -1019,6 +1051,8 @@ func TestPrecedence(t *testing.T) {
 		"SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS": "", // empty = unset: the file wins
 		"MCP_CIRCUIT_COOLDOWN":                 "10",
 		"SWITCHBOARD_STORE":                    "postgres://u:p@db/switchboard",
+		"SWITCHBOARD_OUTBOUND_ALLOW":           " 169.254.169.254 ,, *.corp.example", // overrides the file's list
+		"SWITCHBOARD_OUTBOUND_DENY_LOOPBACK":   "on",
 	}
 	cfg, err := Parse("s.yaml", []byte(yaml), envFunc(env))
 	if err != nil {
@@ -1036,6 +1070,9 @@ func TestPrecedence(t *testing.T) {
 	want.StartupTimeout = 500 * time.Millisecond // from its old name
 	want.CircuitCooldownSeconds = 10
 	want.Store = "postgres://u:p@db/switchboard"
+	want.OutboundDenyPrivate = true
+	want.OutboundDenyLoopback = true
+	want.OutboundAllow = []string{"169.254.169.254", "*.corp.example"}
 	if diff := cmp.Diff(want, cfg.Settings); diff != "" {
 		t.Errorf("settings mismatch (-want +got):\n%s", diff)
 	}

@@ -11,11 +11,14 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 )
 
 // settingDef ties one Settings field to its YAML key, its environment variable
 // and its validation, so the three cannot drift apart. The field's Go type (via
-// ptr) decides how values are decoded: *string, *bool, *int, *float64, or
+// ptr) decides how values are decoded: *string, *bool, *int, *float64,
+// *[]string (a YAML list; comma-separated in the environment), or
 // *time.Duration written as seconds.
 type settingDef struct {
 	key   string
@@ -176,6 +179,18 @@ var settingDefs = []settingDef{
 		}
 		return ""
 	}},
+	{"outbound_deny_private", "SWITCHBOARD_OUTBOUND_DENY_PRIVATE", func(s *Settings) any { return &s.OutboundDenyPrivate }, nil},
+	{"outbound_deny_loopback", "SWITCHBOARD_OUTBOUND_DENY_LOOPBACK", func(s *Settings) any { return &s.OutboundDenyLoopback }, nil},
+	{"outbound_allow", "SWITCHBOARD_OUTBOUND_ALLOW", func(s *Settings) any { return &s.OutboundAllow }, func(s *Settings) string {
+		var bad []string
+		for i, entry := range s.OutboundAllow {
+			if err := netguard.ValidateAllow(entry); err != nil {
+				bad = append(bad, fmt.Sprintf("entry %d: %v", i+1, err))
+			}
+		}
+		return strings.Join(bad, "; ")
+	}},
+	{"outbound_proxy_from_env", "SWITCHBOARD_OUTBOUND_PROXY_FROM_ENV", func(s *Settings) any { return &s.OutboundProxyFromEnv }, nil},
 }
 
 // SettingEnvVars returns the environment variable of each setting, keyed by YAML
@@ -260,6 +275,23 @@ func (d *decoder) decodeSetting(n ast.Node, field string, ptr any) bool {
 			*p = v
 		}
 		return ok && set
+	case *[]string:
+		items, ok := d.sequence(n, field)
+		if !ok {
+			return false
+		}
+		list := make([]string, 0, len(items))
+		for i, item := range items {
+			v, set, itemOK := d.str(item, fmt.Sprintf("%s[%d]", field, i))
+			ok = ok && itemOK
+			if itemOK && set {
+				list = append(list, v)
+			}
+		}
+		if ok {
+			*p = list
+		}
+		return ok
 	case *time.Duration:
 		v, _, _, set, ok := d.number(n, field)
 		if !ok || !set {
@@ -301,6 +333,15 @@ func parseSetting(raw string, ptr any) string {
 	switch p := ptr.(type) {
 	case *string:
 		*p = raw
+	case *[]string:
+		// A comma-separated list, as environment variables hold lists.
+		var list []string
+		for _, item := range strings.Split(raw, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				list = append(list, item)
+			}
+		}
+		*p = list
 	case *bool:
 		v, ok := parseBool(raw)
 		if !ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 )
 
 // Manager owns the supervisors of all upstream servers. It is safe for
@@ -93,9 +94,16 @@ func NewManager(opts *Options) *Manager {
 	if o.Implementation == nil {
 		o.Implementation = &mcp.Implementation{Name: "switchboard", Version: "dev"}
 	}
+	if o.Guard == nil {
+		g, err := netguard.New(netguard.Policy{}, nil)
+		if err != nil {
+			panic(err) // the default policy always compiles
+		}
+		o.Guard = g
+	}
 	ownHTTP := o.HTTPClient == nil
 	if ownHTTP {
-		o.HTTPClient = defaultHTTPClient()
+		o.HTTPClient = defaultHTTPClient(o.Guard)
 	}
 	return &Manager{
 		opts:    o,

@@ -342,6 +342,10 @@ func (s *supervisor) connect(ctx context.Context) attemptResult {
 	}
 
 	sess.router = newRouter(s.name, s.log, nil, s.seq, s.opts.OnResourceUpdated)
+	if err := s.checkDestinations(ctx); err != nil {
+		s.teardown(sess)
+		return attemptResult{err: err, reason: err.Error(), permanent: true}
+	}
 	t, err := s.transport(sess)
 	if err != nil {
 		var nf *notFoundError

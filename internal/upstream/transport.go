@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 )
 
 // defaultBaseEnv is what a stdio child gets from the gateway environment
@@ -71,9 +73,11 @@ func (s *supervisor) command() (*exec.Cmd, error) {
 }
 
 // defaultHTTPClient has transport-level timeouts only: an overall
-// http.Client.Timeout would cut the long-lived SSE streams.
-func defaultHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+// http.Client.Timeout would cut the long-lived SSE streams. It dials and
+// follows redirects through guard, and so uses no proxy unless the guard
+// has one.
+func defaultHTTPClient(guard *netguard.Guard) *http.Client {
+	t := guard.Transport(nil)
 	t.TLSHandshakeTimeout = 10 * time.Second
 	t.IdleConnTimeout = 90 * time.Second
 	t.ExpectContinueTimeout = time.Second
@@ -82,7 +86,26 @@ func defaultHTTPClient() *http.Client {
 	// connection churn (dial, TIME_WAIT) that costs more than the calls.
 	t.MaxIdleConnsPerHost = 256
 	t.MaxIdleConns = 1024
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: guard.CheckRedirect}
+}
+
+// checkDestinations refuses, before a connect, an sse/http server whose url
+// or health_check_url the SSRF guard denies: a configuration problem that
+// no retry fixes, reported with the setting that would allow it. A name
+// that does not resolve now is left to the dial, which checks again.
+func (s *supervisor) checkDestinations(ctx context.Context) error {
+	if s.cfg.Transport == config.TransportStdio {
+		return nil
+	}
+	for _, f := range []struct{ field, url string }{{"url", s.cfg.URL}, {"health_check_url", s.cfg.HealthCheckURL}} {
+		if f.url == "" {
+			continue
+		}
+		if err := s.opts.Guard.CheckURL(ctx, f.url); errors.Is(err, netguard.ErrBlocked) {
+			return fmt.Errorf("%s: %w", f.field, err)
+		}
+	}
+	return nil
 }
 
 // headerTransport adds the configured headers to requests for the upstream's

@@ -90,6 +90,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 )
 
 // State is where an upstream is in its lifecycle. The values are the strings
@@ -273,8 +274,16 @@ type Options struct {
 	Implementation *mcp.Implementation
 	// HTTPClient is the base client for sse/http transports. The default has
 	// dial, TLS and idle timeouts but no overall Timeout, because streams are
-	// long-lived. It is cloned per server, never modified.
+	// long-lived, and dials and follows redirects through Guard. It is cloned
+	// per server, never modified. A client given here is used as is: build
+	// its transport with [netguard.Guard.Transport] for the dial-time check.
 	HTTPClient *http.Client
+	// Guard refuses the destinations of sse/http servers and health check
+	// URLs that the SSRF policy denies: before a connect (a permanent
+	// ERROR, not retried) and, in the default HTTPClient, at every dial and
+	// redirect. Nil means the default policy (link-local and metadata
+	// endpoints refused).
+	Guard *netguard.Guard
 	// OnResourceUpdated is called when a server says a subscribed resource
 	// changed (see [Manager.Subscribe]); the caller maps it to the interested
 	// clients. It is called from the session's reader: it must not block long.
