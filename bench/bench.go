@@ -178,7 +178,7 @@ type listAcc struct {
 // all rounds, calls/s of the median round (whose CPU figures come along).
 func (b *bencher) collect() {
 	b.rep.Calls, b.rep.Lists = []callResult{}, []listResult{} // [] rather than null in JSON
-	for _, s := range []string{scenarioDirect, scenarioHTTP, scenarioStdio} {
+	for _, s := range []string{scenarioDirect, scenarioHTTP, scenarioStdio, scenarioStdioAsync} {
 		if a, ok := b.callAccs[s]; ok {
 			b.rep.Calls = append(b.rep.Calls, callResult{Scenario: s, Tool: a.tool,
 				Latency: summarize(a.samples), Throughput: medianThroughput(a.tputs)})
@@ -241,6 +241,12 @@ func (b *bencher) run(ctx context.Context) error {
 	}
 	if b.want(scenarioStdio) {
 		if err := b.viaGateway(ctx, "gateway-stdio", scenarioStdio, stdioServer(b.bin), 0, b.calls); err != nil {
+			return err
+		}
+	}
+	if b.want(scenarioStdioAsync) {
+		servers := "settings:\n  audit_durability: async\n" + stdioServer(b.bin)
+		if err := b.viaGateway(ctx, "gateway-stdio-async", scenarioStdioAsync, servers, 0, b.calls); err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,10 @@ const (
 	listDirect       = "direct"
 	listGateway      = "gateway"
 	defaultScenarios = scenarioDirect + "," + scenarioHTTP + "," + scenarioStdio + "," + scenarioList
+	// scenarioStdioAsync is gateway/stdio with audit_durability: async,
+	// run on request, to show what the durable default costs.
+	scenarioStdioAsync = "gateway/stdio-async"
+	allScenarios       = defaultScenarios + "," + scenarioStdioAsync
 )
 
 // params are the knobs of one run; they are printed with the results so a
@@ -121,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.ThroughputWarm, "throughput-warmup", time.Second, "concurrent calls run this long before calls/s is measured")
 	fs.IntVar(&o.ListCalls, "list-calls", 300, "sequential tools/list per scenario for the list latency figures")
 	fs.IntVar(&o.ExtraTools, "extra-tools", 995, "extra tools of the upstream for tools/list (plus its 5 own tools)")
-	fs.StringVar(&scenarios, "scenarios", defaultScenarios, "comma-separated scenarios to run: "+defaultScenarios)
+	fs.StringVar(&scenarios, "scenarios", defaultScenarios, "comma-separated scenarios to run, of "+allScenarios)
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON instead of a table")
 	fs.StringVar(&o.profileDir, "profile", "", "run the gateway in-process and write CPU and allocation profiles of each gateway scenario to this directory (figures are then not comparable with a normal run)")
 	fs.BoolVar(&o.verbose, "v", false, "copy the servers' stderr to ours")
@@ -140,8 +144,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		if s == "" {
 			continue
 		}
-		if !slices.Contains(strings.Split(defaultScenarios, ","), s) {
-			return nil, fmt.Errorf("unknown scenario %q: want some of %s", s, defaultScenarios)
+		if !slices.Contains(strings.Split(allScenarios, ","), s) {
+			return nil, fmt.Errorf("unknown scenario %q: want some of %s", s, allScenarios)
 		}
 		if !slices.Contains(o.Scenarios, s) {
 			o.Scenarios = append(o.Scenarios, s)
