@@ -234,7 +234,10 @@ func (a *App) Ready() bool { return a.ready.Load() }
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authn := a.authenticate
-	httpOpts := &front.HTTPOptions{Stateless: a.cfg.Front.Stateless}
+	httpOpts := &front.HTTPOptions{Stateless: a.cfg.Front.Stateless, Sessions: front.NewSessions(&front.SessionOptions{
+		MaxSessions: a.cfg.Front.MaxSessions, MaxSessionsPerIdentity: a.cfg.Front.MaxSessionsPerIdentity,
+		Logger: a.logger, OnLive: a.metrics.Sessions, OnEvict: a.metrics.SessionEvicted, OnRefuse: a.metrics.SessionRefused,
+	})}
 	mux.Handle("/mcp", authn(a.front.StreamableHandler(httpOpts)))
 	mux.Handle("/sse", authn(a.front.SSEHandler(httpOpts)))
 	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).StreamableHandler)))
