@@ -252,7 +252,11 @@ func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authn := a.authenticate
 	fc := a.cfg.Front
-	httpOpts := &front.HTTPOptions{Stateless: fc.Stateless, AllowedHosts: fc.AllowedHosts, AllowedOrigins: fc.AllowedOrigins}
+	httpOpts := &front.HTTPOptions{Stateless: fc.Stateless, AllowedHosts: fc.AllowedHosts, AllowedOrigins: fc.AllowedOrigins,
+		Sessions: front.NewSessions(&front.SessionOptions{
+			MaxSessions: fc.MaxSessions, MaxSessionsPerIdentity: fc.MaxSessionsPerIdentity,
+			Logger: a.logger, OnLive: a.metrics.Sessions, OnEvict: a.metrics.SessionEvicted, OnRefuse: a.metrics.SessionRefused,
+		})}
 	mux.Handle("/mcp", authn(a.front.StreamableHandler(httpOpts)))
 	mux.Handle("/sse", authn(a.front.SSEHandler(httpOpts)))
 	mux.Handle("/servers/{name}/mcp", authn(a.fronts.handler(a.reg, httpOpts, (*front.Front).StreamableHandler)))

@@ -747,6 +747,20 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "session caps out of bounds",
+			yaml: "front:\n  max_sessions: 0\n  max_sessions_per_identity: 1000001\n  max_session: 5\n",
+			want: []wantErr{
+				{Line: 2, Field: "front.max_sessions", Msg: "must be between 1 and 1000000 (got 0)"},
+				{Line: 3, Field: "front.max_sessions_per_identity", Msg: "must be between 1 and 1000000 (got 1000001)"},
+				{Line: 4, Field: "front.max_session", Msg: `(did you mean "max_sessions"?)`},
+			},
+		},
+		{
+			name: "session cap not a number",
+			yaml: "front:\n  max_sessions_per_identity: lots\n",
+			want: []wantErr{{Line: 2, Field: "front.max_sessions_per_identity", Msg: "must be a number, got a string"}},
+		},
+		{
 			name: "tool_exposure unknown from env",
 			yaml: "front:\n  tool_exposure: all\n",
 			env:  map[string]string{"SWITCHBOARD_TOOL_EXPOSURE": "none"},

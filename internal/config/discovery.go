@@ -51,6 +51,10 @@ const (
 	maxClassifierBatchSize      = 200
 	maxClassifierConcurrency    = 64
 	maxClassifierTimeoutSeconds = 600
+	// maxSessionsBound is far above what one process can hold (an idle
+	// session costs some 35 KB of RSS and a goroutine): a larger value is a
+	// typo.
+	maxSessionsBound = 1_000_000
 )
 
 var (
@@ -59,7 +63,7 @@ var (
 	skillsFields     = []string{"taxonomy", "classifier"}
 	skillDefFields   = []string{"id", "name", "description", "examples", "keywords"}
 	classifierFields = []string{"mode", "url", "model", "api_key_env", "batch_size", "concurrency", "timeout_seconds"}
-	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins"}
+	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins", "max_sessions", "max_sessions_per_identity"}
 )
 
 // skillIDRE is the syntax of skill ids: snake_case, so they read the same in
@@ -177,6 +181,17 @@ type Front struct {
 	// (scheme://host[:port]) that may drive the gateway besides its own,
 	// e.g. a web client served from another host. See docs/security.md.
 	AllowedOrigins []string
+	// MaxSessions (yaml max_sessions, 1..1000000) caps the live MCP
+	// sessions (Streamable HTTP and SSE, all endpoints together); 0 = unset,
+	// the front's default (5000). At the cap, a new session ends the least
+	// recently used idle one, or is refused (503) if all are busy. See
+	// docs/security.md#sessions.
+	MaxSessions int
+	// MaxSessionsPerIdentity (yaml max_sessions_per_identity, 1..1000000)
+	// caps the live MCP sessions of one caller identity; 0 = unset, the
+	// front's default (1000). At the cap, a new session of that identity
+	// ends its least recently used idle one, or is refused (429).
+	MaxSessionsPerIdentity int
 }
 
 func readAPIKey(name string, getenv func(string) string) string {
@@ -490,6 +505,10 @@ func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
 			fr.AllowedHosts = d.hostList(e.value, f, st)
 		case "allowed_origins":
 			fr.AllowedOrigins = d.originList(e.value, f, st)
+		case "max_sessions":
+			d.boundedInt(e.value, f, 1, maxSessionsBound, &fr.MaxSessions)
+		case "max_sessions_per_identity":
+			d.boundedInt(e.value, f, 1, maxSessionsBound, &fr.MaxSessionsPerIdentity)
 		default:
 			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, frontFields))
 			continue

@@ -78,6 +78,16 @@ front:
 			want: sections{Skills: Skills{Classifier: Classifier{Mode: ClassifierOffline, BatchSize: 5, Concurrency: 4, TimeoutSeconds: 30}}, Front: defaults.Front},
 		},
 		{
+			name: "session caps",
+			yaml: "front:\n  max_sessions: 500\n  max_sessions_per_identity: 1\n",
+			want: sections{Skills: defaults.Skills, Front: Front{ToolExposure: ToolExposureAll, MaxSessions: 500, MaxSessionsPerIdentity: 1}},
+		},
+		{
+			name: "null session caps keep the front's defaults",
+			yaml: "front: {max_sessions: ~, max_sessions_per_identity: ~}\n",
+			want: defaults,
+		},
+		{
 			name: "env sets tool exposure",
 			env:  map[string]string{EnvToolExposure: "search"},
 			want: sections{Skills: defaults.Skills, Front: Front{ToolExposure: ToolExposureSearch}},

@@ -198,7 +198,8 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		},
 		SupportedProtocolVersions: ProtocolVersions,
 	})
-	f.server.AddReceivingMiddleware(f.routeMiddleware)
+	// sessionUse first: a session is busy for the whole of each request.
+	f.server.AddReceivingMiddleware(sessionUse, f.routeMiddleware)
 	if o.ToolExposure == ExposeSearch && o.Server == "" && o.Searcher != nil {
 		f.addMetaTools(cat.Snapshot().Separator())
 	}

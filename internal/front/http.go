@@ -58,6 +58,11 @@ type HTTPOptions struct {
 	// requests (sampling, elicitation, roots) or notifications outside a
 	// call's response stream, and no resumption.
 	Stateless bool
+	// Sessions caps the live sessions of the stateful endpoints (see
+	// [Sessions]); handlers given the same one share its caps, so /mcp,
+	// /sse and the per-server endpoints count one total. nil: each handler
+	// gets its own with the default caps. Unused when Stateless.
+	Sessions *Sessions
 }
 
 func (o *HTTPOptions) resolve() HTTPOptions {
@@ -74,6 +79,9 @@ func (o *HTTPOptions) resolve() HTTPOptions {
 	case r.SessionTimeout < 0:
 		r.SessionTimeout = 0 // the SDK's "never"
 	}
+	if r.Sessions == nil {
+		r.Sessions = NewSessions(nil)
+	}
 	return r
 }
 
@@ -87,13 +95,16 @@ func ServerTimeouts() (readHeader, idle time.Duration) {
 
 // StreamableHandler serves MCP Streamable HTTP (mount at /mcp) behind the
 // gateway's transport checks (see [HTTPOptions]). Legacy (< 2026-07-28)
-// clients get sessions; the SDK answers 404 for unknown or ended sessions
-// and ends one on DELETE.
+// clients get sessions, capped by [HTTPOptions.Sessions]; unknown or ended
+// sessions get 404, and DELETE ends one.
 func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
 	o := opts.resolve()
 	store := o.EventStore
 	if store == nil {
 		store = mcp.NewMemoryEventStore(nil)
+	}
+	if !o.Stateless {
+		store = endNotifier{EventStore: store, ended: o.Sessions.forget}
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
 		&mcp.StreamableHTTPOptions{
@@ -105,12 +116,16 @@ func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
 			// The guard does the same check, with AllowedHosts on top.
 			DisableLocalhostProtection: true,
 		})
-	return newHTTPGuard(h, o, f.logger, !o.Stateless)
+	g := newHTTPGuard(h, o, f.logger, !o.Stateless)
+	if !o.Stateless {
+		g.sessions = o.Sessions
+	}
+	return g
 }
 
 // SSEHandler serves the legacy HTTP+SSE transport (mount at /sse) behind
 // the same checks as [Front.StreamableHandler]. A session lives as long as
-// its GET stream.
+// its GET stream, and counts against the caps of [HTTPOptions.Sessions].
 func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
 	o := opts.resolve()
 	h := mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return f.server },
@@ -118,17 +133,21 @@ func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
 			MaxRequestBodyBytes:        o.MaxBodyBytes,
 			DisableLocalhostProtection: true, // done by the guard
 		})
-	return newHTTPGuard(h, o, f.logger, false)
+	g := newHTTPGuard(h, o, f.logger, false)
+	g.sessions, g.sse = o.Sessions, true
+	return g
 }
 
 // httpGuard enforces what the SDK handlers leave to the application: the
-// Origin check, the Host check with an allow list, and (Streamable HTTP
-// only) a session id on every legacy POST but initialize.
+// Origin check, the Host check with an allow list, (Streamable HTTP only) a
+// session id on every legacy POST but initialize, and the session caps.
 type httpGuard struct {
 	next           http.Handler
 	browser        *httpguard.Guard
 	maxBody        int64
 	requireSession bool
+	sessions       *Sessions // nil when stateless
+	sse            bool      // the legacy SSE endpoint
 	logger         *slog.Logger
 }
 
@@ -165,7 +184,15 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.browser.Refuse(w, r, ref)
 		return
 	}
-	if g.requireSession && r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" && !g.startsSession(w, r) {
+	var initID json.RawMessage
+	if g.requireSession && r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" {
+		var ok bool
+		if initID, ok = g.startsSession(w, r); !ok {
+			return
+		}
+	}
+	if g.sessions != nil {
+		g.serveCounted(w, r, initID)
 		return
 	}
 	g.next.ServeHTTP(w, r)
@@ -176,38 +203,40 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // start a session (an initialize must not be batched); anything else gets
 // 400, where the SDK would open a throwaway session and answer 200 with a
 // JSON-RPC error. Requests of the stateless protocol pass: they never carry
-// a session id. On false the response has been written.
-func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) bool {
+// a session id. On false the response has been written. initID is the id
+// of the lone initialize (the only request that starts a lasting session),
+// nil for the others.
+func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) (initID json.RawMessage, ok bool) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		return true // the SDK answers 415
+		return nil, true // the SDK answers 415
 	}
 	if r.Header.Get(protocolVersionHeader) >= statelessProtocol {
-		return true
+		return nil, true
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			g.reject(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
-			return false
+			return nil, false
 		}
 		g.reject(w, r, http.StatusBadRequest, "reading body: "+err.Error())
-		return false
+		return nil, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	msgs, batch, err := peekMessages(body)
 	if err != nil {
 		g.rejectRPC(w, r, nil, jsonrpc.CodeParseError, "malformed JSON-RPC payload: "+err.Error())
-		return false
+		return nil, false
 	}
 	for _, m := range msgs {
 		if m.isCall() && m.metaProtocol() >= statelessProtocol {
-			return true
+			return nil, true
 		}
 	}
 	if !batch && len(msgs) == 1 && msgs[0].Method == "initialize" && msgs[0].isCall() {
-		return true
+		return msgs[0].ID, true
 	}
 	var id json.RawMessage
 	if !batch && len(msgs) == 1 && msgs[0].isCall() {
@@ -215,7 +244,7 @@ func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) bool {
 	}
 	g.rejectRPC(w, r, id, jsonrpc.CodeInvalidRequest,
 		"Bad Request: Mcp-Session-Id header is required (only a single initialize request may start a session)")
-	return false
+	return nil, false
 }
 
 // peekedMessage is the little of a JSON-RPC message the guard looks at.

@@ -35,6 +35,10 @@ type Metrics struct {
 	errors       *prometheus.CounterVec
 	auditDepth   prometheus.Gauge
 	auditDropped prometheus.Counter
+
+	sessions        prometheus.Gauge
+	sessionEvicted  *prometheus.CounterVec
+	sessionsRefused *prometheus.CounterVec
 }
 
 // LatencyBucketsMS are the seed's buckets of mcp_invocation_latency_ms.
@@ -108,10 +112,23 @@ func New() *Metrics {
 			Name: "switchboard_audit_dropped_total",
 			Help: "Audit records lost because the queue was full or the store kept failing.",
 		}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_mcp_sessions",
+			Help: "Live MCP sessions of the HTTP endpoints (Streamable HTTP and SSE), counted against front.max_sessions.",
+		}),
+		sessionEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_mcp_session_evictions_total",
+			Help: "Idle MCP sessions ended to make room for a new one, by the cap that required it (identity or total).",
+		}, []string{"limit"}),
+		sessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_mcp_sessions_refused_total",
+			Help: "New MCP sessions refused because a cap was reached with every session busy, by cap (identity or total).",
+		}, []string{"limit"}),
 	}
 	m.reg.MustRegister(m.state, m.checks, m.checkSeconds, m.consecutive, m.errorRate, m.restarts,
 		m.calls, m.callSeconds,
 		m.invocations, m.latencyMS, m.retries, m.circuitState, m.errors, m.auditDepth, m.auditDropped,
+		m.sessions, m.sessionEvicted, m.sessionsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -179,6 +196,16 @@ func (m *Metrics) AuditDepth(n int) { m.auditDepth.Set(float64(n)) }
 
 // AuditDropped counts one lost audit record.
 func (m *Metrics) AuditDropped() { m.auditDropped.Inc() }
+
+// Sessions records the number of live MCP sessions.
+func (m *Metrics) Sessions(n int) { m.sessions.Set(float64(n)) }
+
+// SessionEvicted counts one idle MCP session ended to make room; limit is
+// the cap that required it.
+func (m *Metrics) SessionEvicted(limit string) { m.sessionEvicted.WithLabelValues(limit).Inc() }
+
+// SessionRefused counts one MCP session refused at a cap.
+func (m *Metrics) SessionRefused(limit string) { m.sessionsRefused.WithLabelValues(limit).Inc() }
 
 // Forget drops a removed server's series.
 func (m *Metrics) Forget(server string) {

@@ -22,6 +22,10 @@ func TestMetricsExposition(t *testing.T) {
 	m.CircuitState("demo:fail", 1)
 	m.AuditDepth(7)
 	m.AuditDropped()
+	m.Sessions(12)
+	m.SessionEvicted("identity")
+	m.SessionEvicted("identity")
+	m.SessionRefused("total")
 	m.Forget("other")
 
 	rec := httptest.NewRecorder()
@@ -44,6 +48,9 @@ func TestMetricsExposition(t *testing.T) {
 		`mcp_circuit_state{circuit_key="demo:fail"} 1`,
 		`switchboard_audit_queue_depth 7`,
 		`switchboard_audit_dropped_total 1`,
+		`switchboard_mcp_sessions 12`,
+		`switchboard_mcp_session_evictions_total{limit="identity"} 2`,
+		`switchboard_mcp_sessions_refused_total{limit="total"} 1`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(text, want) {
