@@ -35,6 +35,7 @@ type Server struct {
 	HealthCheckURL   string              `json:"health_check_url,omitempty"`
 	Prefix           *string             `json:"prefix,omitempty"`
 	DefaultAccess    string              `json:"default_access,omitempty"`
+	PinDefinitions   *bool               `json:"pin_definitions,omitempty"`
 	ConnectionConfig map[string]any      `json:"connection_config"` // secrets masked
 	RegisteredAt     time.Time           `json:"registered_at"`
 	StatusSince      *time.Time          `json:"status_since,omitempty"`

@@ -918,6 +918,7 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		HealthCheckURL: def.HealthCheckURL,
 		Prefix:         def.Prefix,
 		DefaultAccess:  def.DefaultAccess,
+		PinDefinitions: def.PinDefinitions,
 		RegisteredAt:   rec.registeredAt,
 		Status:         string(upstream.StateDisconnected),
 	}
