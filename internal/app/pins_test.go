@@ -197,6 +197,23 @@ func TestToolPinning(t *testing.T) {
 		}
 	})
 
+	t.Run("pin_definitions false at registration", func(t *testing.T) {
+		code, out, errOut := g.runCLI(t, "servers", "add", "late", "--command", "switchboard",
+			"--env", mutableFixtureEnv+"="+pinnedDesc, "--pin-definitions=false", "--connect")
+		if code != 0 {
+			t.Fatalf("servers add: exit %d\n%s%s", code, out, errOut)
+		}
+		if s := g.serverByName(t, "late"); s["pin_definitions"] != false {
+			t.Errorf("registered server = %v, want pin_definitions false", s)
+		}
+		waitFor(t, "the registered server's tools", func() bool { code, _ := g.restTool(t, "late."+fixture.ToolMutable); return code == 200 })
+		mutate(t, cs, "late", rugPullDesc)
+		waitFor(t, "its change to be served", func() bool { _, desc := g.restTool(t, "late."+fixture.ToolMutable); return desc == rugPullDesc })
+		if q := g.quarantined(t); len(q) != 1 || q[name] == nil {
+			t.Errorf("quarantined: %v, want only %s", q, name)
+		}
+	})
+
 	t.Run("back to the pinned definition", func(t *testing.T) {
 		mutate(t, cs, "fx", pinnedDesc)
 		waitFor(t, "the tool to be served again", func() bool { code, _ := g.restTool(t, name); return code == 200 })
