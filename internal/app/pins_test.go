@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/cli"
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
 	"github.com/switchboard-mcp/switchboard/internal/front"
+	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
 
 const (
@@ -304,5 +306,77 @@ func TestToolPinsSurviveRestart(t *testing.T) {
 	q := second.quarantined(t)[name]
 	if len(q) == 0 || q["pinned"].(map[string]any)["definition"].(map[string]any)["description"] != pinnedDesc {
 		t.Errorf("quarantined after restart: %v", q)
+	}
+}
+
+// TestReplicasSharePins runs two gateway processes on one PostgreSQL, each
+// with its own fixture upstream: the pins are shared, a change both see is
+// audited once, and an approval made on one replica serves the tool on the
+// other without a second approval.
+func TestReplicasSharePins(t *testing.T) {
+	dsn := storetest.StartPostgres(t)
+	cfg := filepath.Join(t.TempDir(), "switchboard.yaml")
+	yaml := "auth:\n  mode: keys\nservers:" + mutableServer("fx", pinnedDesc, "")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startReplica(t, dsn, cfg)
+	b := startReplica(t, dsn, cfg)
+	const name = "fx." + fixture.ToolMutable
+	quarantinedOn := func(r *replica) bool {
+		_, body := r.restAs(t, clusterAdmin, "GET", "/api/v1/tools/quarantined", nil)
+		list, _ := body["tools"].([]any)
+		return len(list) == 1
+	}
+	callOn := func(r *replica) (int, map[string]any) {
+		return r.restAs(t, clusterAdmin, "POST", "/api/v1/tools/call", map[string]any{"name": name})
+	}
+	mutateOn := func(r *replica) {
+		code, body := r.restAs(t, clusterAdmin, "POST", "/api/v1/tools/call",
+			map[string]any{"name": "fx." + fixture.ToolMutate, "arguments": map[string]any{"description": rugPullDesc}})
+		if code != 200 {
+			t.Fatalf("mutate on %s: %d %v", r.base, code, body)
+		}
+	}
+
+	// Each replica's upstream changes on its own: A's first.
+	mutateOn(a)
+	since(t, "quarantined on A", func() bool { return quarantinedOn(a) })
+	if code, _ := callOn(b); code != 200 {
+		t.Errorf("B's upstream did not change, yet B refuses the tool: %d", code)
+	}
+	mutateOn(b)
+	since(t, "quarantined on B", func() bool { return quarantinedOn(b) })
+
+	// Approved on A, served on B.
+	if code, body := a.restAs(t, clusterAdmin, "POST", "/api/v1/tools/"+name+"/approve", nil); code != 200 {
+		t.Fatalf("approve on A: %d %v", code, body)
+	}
+	if code, body := callOn(a); code != 200 {
+		t.Errorf("call on A after the approval: %d %v", code, body)
+	}
+	delay := since(t, "the approval on A served on B", func() bool { code, _ := callOn(b); return code == 200 })
+	t.Logf("propagation of an approval: %v", delay)
+	if quarantinedOn(b) {
+		t.Error("B still lists the tool as quarantined")
+	}
+
+	// One change, seen by both replicas, was audited once.
+	var changes, approvals int
+	since(t, "the audit records", func() bool {
+		_, body := a.restAs(t, clusterAdmin, "GET", "/api/v1/audit?kind=operation&server_id=fx", nil)
+		changes, approvals = 0, 0
+		for _, r := range body["records"].([]any) {
+			switch r.(map[string]any)["operation"] {
+			case "tool.definition_changed":
+				changes++
+			case "tool.approve":
+				approvals++
+			}
+		}
+		return changes >= 1 && approvals >= 1
+	})
+	if changes != 1 || approvals != 1 {
+		t.Errorf("audit: %d change records and %d approvals, want 1 and 1", changes, approvals)
 	}
 }
