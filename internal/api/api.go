@@ -35,6 +35,7 @@ type Server struct {
 	HealthCheckURL   string              `json:"health_check_url,omitempty"`
 	Prefix           *string             `json:"prefix,omitempty"`
 	DefaultAccess    string              `json:"default_access,omitempty"`
+	PinDefinitions   *bool               `json:"pin_definitions,omitempty"`
 	ConnectionConfig map[string]any      `json:"connection_config"` // secrets masked
 	RegisteredAt     time.Time           `json:"registered_at"`
 	StatusSince      *time.Time          `json:"status_since,omitempty"`
@@ -170,6 +171,8 @@ type Options struct {
 	ToolStatus func(t catalog.Tool) ToolStatus
 	// Cluster, if set, lists the live replicas (GET /api/v1/cluster).
 	Cluster func(ctx context.Context) (ClusterView, error)
+	// Pins, if set, serves the quarantined tools and their approval.
+	Pins Pins
 }
 
 // ClusterView is GET /api/v1/cluster: this replica and every live one.
@@ -211,6 +214,7 @@ type handler struct {
 	operation  func(ctx context.Context, op, server, detail string, err error)
 	toolStatus func(t catalog.Tool) ToolStatus
 	cluster    func(ctx context.Context) (ClusterView, error)
+	pins       Pins
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -239,7 +243,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	}
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
-		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster}
+		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins}
 	return h.routes()
 }
 

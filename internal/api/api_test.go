@@ -93,6 +93,8 @@ func (f *fakeCaller) CallTool(_ context.Context, c invoke.Call) (*invoke.Result,
 		return nil, &invoke.Error{Code: invoke.CodeServerBusy, Server: "demo", Message: "server busy"}
 	case "demo.disabled":
 		return nil, &invoke.Error{Code: invoke.CodeToolDisabled, Message: "tool disabled"}
+	case "demo.changed":
+		return nil, &invoke.Error{Code: invoke.CodeToolDefinitionChanged, Server: "demo", Message: "tool quarantined"}
 	case "demo.dup":
 		return nil, &invoke.Error{Code: invoke.CodeIdempotencyConflict, Message: "key used with other arguments"}
 	case "demo.lost":

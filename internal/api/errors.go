@@ -62,20 +62,21 @@ const (
 // statusOf maps the shared call vocabulary to HTTP (seed 000's table): the
 // one place a code gets its status.
 var statusOf = map[invoke.Code]int{
-	invoke.CodeInvalidArgument:     http.StatusBadRequest,
-	invoke.CodeToolNotFound:        http.StatusNotFound,
-	invoke.CodeServerUnavailable:   http.StatusServiceUnavailable,
-	invoke.CodeTimeout:             http.StatusGatewayTimeout,
-	invoke.CodeUpstream:            http.StatusInternalServerError,
-	invoke.CodeCanceled:            499, // client closed request (nginx convention)
-	invoke.CodeUnauthenticated:     http.StatusUnauthorized,
-	invoke.CodeDenied:              http.StatusForbidden,
-	invoke.CodeRateLimited:         http.StatusTooManyRequests,
-	invoke.CodeCircuitOpen:         http.StatusServiceUnavailable,
-	invoke.CodeServerBusy:          http.StatusServiceUnavailable,
-	invoke.CodeToolDisabled:        http.StatusConflict,
-	invoke.CodeIdempotencyConflict: http.StatusConflict,
-	invoke.CodeOutcomeUnknown:      http.StatusBadGateway,
+	invoke.CodeInvalidArgument:       http.StatusBadRequest,
+	invoke.CodeToolNotFound:          http.StatusNotFound,
+	invoke.CodeServerUnavailable:     http.StatusServiceUnavailable,
+	invoke.CodeTimeout:               http.StatusGatewayTimeout,
+	invoke.CodeUpstream:              http.StatusInternalServerError,
+	invoke.CodeCanceled:              499, // client closed request (nginx convention)
+	invoke.CodeUnauthenticated:       http.StatusUnauthorized,
+	invoke.CodeDenied:                http.StatusForbidden,
+	invoke.CodeRateLimited:           http.StatusTooManyRequests,
+	invoke.CodeCircuitOpen:           http.StatusServiceUnavailable,
+	invoke.CodeServerBusy:            http.StatusServiceUnavailable,
+	invoke.CodeToolDisabled:          http.StatusConflict,
+	invoke.CodeIdempotencyConflict:   http.StatusConflict,
+	invoke.CodeToolDefinitionChanged: http.StatusConflict,
+	invoke.CodeOutcomeUnknown:        http.StatusBadGateway,
 }
 
 // sentinels maps the dependencies' sentinel errors (matched with errors.Is,

@@ -661,6 +661,7 @@ func TestPipelineErrors(t *testing.T) {
 		{"demo.open", 503, "10"},
 		{"demo.busy", 503, ""},
 		{"demo.disabled", 409, ""},
+		{"demo.changed", 409, ""},
 		{"demo.dup", 409, ""},
 		{"demo.lost", 502, ""},
 		{"demo.slow", 504, ""},

@@ -30,6 +30,10 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/tools", h.authed(h.listTools))
 	mux.Handle("GET /api/v1/tools/{name}", h.authed(h.getTool))
 	mux.Handle("POST /api/v1/tools/call", h.authed(h.callTool))
+	// Tool pinning: the tools held back because their definition changed
+	// since it was pinned, and their approval.
+	mux.Handle("GET /api/v1/tools/quarantined", h.admin(h.listQuarantined))
+	mux.Handle("POST /api/v1/tools/{name}/approve", h.admin(h.approveTool))
 
 	mux.Handle("POST /api/v1/keys", h.admin(h.createKey))
 	mux.Handle("GET /api/v1/keys", h.admin(h.listKeys))

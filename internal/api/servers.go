@@ -54,6 +54,9 @@ type registerRequest struct {
 	HealthCheckURL   string           `json:"health_check_url"`
 	Prefix           *string          `json:"prefix"`
 	DefaultAccess    string           `json:"default_access"`
+	// PinDefinitions false turns tool-definition pinning off for the
+	// server (default on).
+	PinDefinitions *bool `json:"pin_definitions"`
 }
 
 type connectionConfig struct {
@@ -89,6 +92,7 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 		BearerTokenEnvVar: req.ConnectionConfig.BearerTokenEnvVar,
 		HealthCheckURL:    req.HealthCheckURL,
 		DefaultAccess:     req.DefaultAccess,
+		PinDefinitions:    req.PinDefinitions,
 	}
 	autoConnect := req.AutoConnect == nil || *req.AutoConnect
 	def.AutoStart = &autoConnect

@@ -48,6 +48,9 @@ type RegisterRequest struct {
 	HealthCheckURL string  `json:"health_check_url,omitempty"`
 	Prefix         *string `json:"prefix,omitempty"`
 	DefaultAccess  string  `json:"default_access,omitempty"`
+	// PinDefinitions false turns tool-definition pinning off for the
+	// server; nil means the default (on).
+	PinDefinitions *bool `json:"pin_definitions,omitempty"`
 }
 
 // ConnectionConfig says how to reach a server registered at runtime.
@@ -173,6 +176,34 @@ func (c *Client) Tools(ctx context.Context, server string) (ToolList, error) {
 func (c *Client) Tool(ctx context.Context, name string) (api.Tool, error) {
 	var out api.Tool
 	err := c.do(ctx, "GET", "/api/v1/tools/"+esc(name), nil, nil, &out)
+	return out, err
+}
+
+// QuarantinedList is the answer of GET /api/v1/tools/quarantined.
+type QuarantinedList struct {
+	Tools []api.QuarantinedTool `json:"tools"`
+	Total int                   `json:"total"`
+}
+
+// QuarantinedTools lists the tools held back because their upstream
+// changed their definition since it was pinned (admin).
+func (c *Client) QuarantinedTools(ctx context.Context) (QuarantinedList, error) {
+	var out QuarantinedList
+	err := c.do(ctx, "GET", "/api/v1/tools/quarantined", nil, nil, &out)
+	return out, err
+}
+
+// ApproveTool pins a quarantined tool's current definition, so that it is
+// served again (admin). hash, if set, must be the current definition's
+// hash (as listed by QuarantinedTools): the gateway then refuses (409) to
+// approve a definition that changed again since.
+func (c *Client) ApproveTool(ctx context.Context, name, hash string) (api.ApprovedTool, error) {
+	var out api.ApprovedTool
+	var body any
+	if hash != "" {
+		body = map[string]string{"hash": hash}
+	}
+	err := c.do(ctx, "POST", "/api/v1/tools/"+esc(name)+"/approve", nil, body, &out)
 	return out, err
 }
 

@@ -35,6 +35,7 @@ func (a *App) apiHandler() http.Handler {
 		Visible:    a.sec.visible,
 		Operation:  a.operation,
 		ToolStatus: a.manifests.status,
+		Pins:       apiPins{a},
 	})
 }
 

@@ -154,6 +154,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		return nil, err
 	}
 	a.reg.onChange = a.policyChanged
+	a.reg.pins = newPinGate(a)
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
 		Timeout:     time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
 		Retry:       retryPolicy(s),

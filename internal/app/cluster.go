@@ -29,7 +29,7 @@ const (
 // change is the payload of a notification.
 type change struct {
 	Replica string `json:"replica"`
-	Kind    string `json:"kind"` // servers | policy | key | breaker
+	Kind    string `json:"kind"` // servers | policy | key | breaker | pins
 	Key     string `json:"key,omitempty"`
 }
 
@@ -147,6 +147,8 @@ func (c *cluster) apply(ctx context.Context, ch change) {
 		}
 	case "key":
 		a.sec.authn.Forget(ch.Key)
+	case "pins": // a tool definition approved: serve it here too
+		a.reg.reapply(ch.Key)
 	case "breaker":
 		var row store.BreakerState
 		if row, err = c.db.GetBreaker(ctx, ch.Key); err == nil {

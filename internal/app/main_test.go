@@ -25,6 +25,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
+		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(demoEnv) == "1" {
 		if err := demo.RunStdio(context.Background(), nil); err != nil {
 			os.Exit(1)
@@ -40,6 +46,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(storetest.PostgresMain(m))
 }
+
+// mutableFixtureEnv makes this test binary act as the conformance fixture
+// with its mutable tool, whose first description is the variable's value.
+const mutableFixtureEnv = "SWITCHBOARD_TEST_RUN_MUTABLE_FIXTURE"
 
 // gatewayEnv makes this test binary act as `switchboard` itself.
 const gatewayEnv = "SWITCHBOARD_TEST_RUN_GATEWAY"

@@ -75,6 +75,9 @@ type registry struct {
 	// onChange is told that the set of servers or their definitions
 	// changed (the authorization policy follows their default_access).
 	onChange func()
+	// pins holds back the tools whose definition changed since it was
+	// pinned; nil sets entries as discovered.
+	pins *pinGate
 
 	ctx context.Context // cancelled on close; background connects use it
 	wg  sync.WaitGroup  // background connects
@@ -125,7 +128,7 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 	}
 	st, _ := r.ups.Status(d.Server)
 	before := r.cat.Snapshot().ServerTools(d.Server)
-	rejected, err := r.cat.Set(catalog.Entry{
+	rejected, err := r.setCatalog(rec, catalog.Entry{
 		Server:    d.Server,
 		Prefix:    rec.def.Prefix,
 		Available: st.State == upstream.StateConnected || st.State == upstream.StateDegraded,
@@ -543,10 +546,17 @@ func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server
 	r.servers[rec.def.Name] = rec
 	r.mu.Unlock()
 	r.changed()
+	r.restoreTools(ctx, rec, false)
+	return nil
+}
+
+// restoreTools sets the server's last known tools (as stored at its last
+// discovery) in the catalog.
+func (r *registry) restoreTools(ctx context.Context, rec *record, available bool) {
 	rows, err := r.db.ListTools(ctx, rec.id)
 	if err != nil {
 		r.logger.Warn("loading last known tools", "server", rec.def.Name, "error", err)
-		return nil
+		return
 	}
 	var tools []*mcp.Tool
 	for _, row := range rows {
@@ -559,11 +569,10 @@ func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server
 		}
 	}
 	if len(tools) > 0 {
-		if _, err := r.cat.Set(catalog.Entry{Server: rec.def.Name, Prefix: rec.def.Prefix, Tools: tools}); err != nil {
+		if _, err := r.setCatalog(rec, catalog.Entry{Server: rec.def.Name, Prefix: rec.def.Prefix, Available: available, Tools: tools}); err != nil {
 			r.logger.Warn("restoring last known tools", "server", rec.def.Name, "error", err)
 		}
 	}
-	return nil
 }
 
 // changed tells onChange that the servers changed.
@@ -918,6 +927,7 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		HealthCheckURL: def.HealthCheckURL,
 		Prefix:         def.Prefix,
 		DefaultAccess:  def.DefaultAccess,
+		PinDefinitions: def.PinDefinitions,
 		RegisteredAt:   rec.registeredAt,
 		Status:         string(upstream.StateDisconnected),
 	}

@@ -20,6 +20,10 @@ type serverItems struct {
 	toolKeys   map[string]int // every name a tool answers to → index in tools
 	byOriginal map[string]int // original tool name → index in tools
 
+	held           []Tool         // tools held back (Entry.Held), sorted by Name
+	heldKeys       map[string]int // every name a held tool answers to → index in held
+	heldByOriginal map[string]int // original tool name → index in held
+
 	resources  []Resource       // sorted by URI
 	templates  []Template       // sorted by URITemplate
 	templateRE []*regexp.Regexp // matchers of the ORIGINAL templates, parallel to templates
@@ -39,7 +43,7 @@ func (c *Catalog) build(e Entry, prefix string) *serverItems {
 	reject := func(kind Kind, name, reason string) {
 		it.rejected = append(it.rejected, Rejected{Server: e.Server, OriginalName: name, Reason: reason, Kind: kind})
 	}
-	c.buildTools(it, e.Tools, reject)
+	c.buildTools(it, e.Tools, e.Held, reject)
 	buildResources(it, e.Resources, reject, c.sep)
 	buildTemplates(it, e.Templates, reject, c.sep)
 	c.buildPrompts(it, e.Prompts, reject)
@@ -49,7 +53,7 @@ func (c *Catalog) build(e Entry, prefix string) *serverItems {
 
 type rejectFunc func(kind Kind, name, reason string)
 
-func (c *Catalog) buildTools(it *serverItems, tools []*mcp.Tool, reject rejectFunc) {
+func (c *Catalog) buildTools(it *serverItems, tools []*mcp.Tool, held map[string]bool, reject rejectFunc) {
 	type accepted struct {
 		tool    Tool
 		aliases []string
@@ -97,16 +101,25 @@ func (c *Catalog) buildTools(it *serverItems, tools []*mcp.Tool, reject rejectFu
 		})
 	}
 	slices.SortFunc(ok, func(a, b accepted) int { return cmp.Compare(a.tool.Name, b.tool.Name) })
-	it.tools = make([]Tool, len(ok))
 	it.toolKeys = make(map[string]int, 3*len(ok))
 	it.byOriginal = make(map[string]int, len(ok))
-	for i, a := range ok {
-		it.tools[i] = a.tool
-		it.toolKeys[a.tool.Name] = i
-		for _, alias := range a.aliases {
-			it.toolKeys[alias] = i
+	it.heldKeys = map[string]int{}
+	it.heldByOriginal = map[string]int{}
+	for _, a := range ok {
+		list, keys, byOriginal := &it.tools, it.toolKeys, it.byOriginal
+		if held[a.tool.OriginalName] {
+			list, keys, byOriginal = &it.held, it.heldKeys, it.heldByOriginal
 		}
-		it.byOriginal[a.tool.OriginalName] = i
+		i := len(*list)
+		*list = append(*list, a.tool)
+		keys[a.tool.Name] = i
+		for _, alias := range a.aliases {
+			keys[alias] = i
+		}
+		byOriginal[a.tool.OriginalName] = i
+	}
+	if it.tools == nil {
+		it.tools = []Tool{}
 	}
 }
 
@@ -255,6 +268,9 @@ func (it *serverItems) computeFingerprint() [32]byte {
 	for _, t := range it.tools {
 		field("tool", t.Hash)
 	}
+	for _, t := range it.held {
+		field("held", t.Hash)
+	}
 	for _, r := range it.resources {
 		field("resource", mustHash(r.Def))
 	}
@@ -295,6 +311,10 @@ func (it *serverItems) withAvailable(available bool) *serverItems {
 	n.tools = slices.Clone(it.tools)
 	for i := range n.tools {
 		n.tools[i].Available = available
+	}
+	n.held = slices.Clone(it.held)
+	for i := range n.held {
+		n.held[i].Available = available
 	}
 	n.resources = slices.Clone(it.resources)
 	for i := range n.resources {

@@ -22,6 +22,9 @@ type Snapshot struct {
 	tools     []Tool         // by Server, then Name
 	toolIndex map[string]int // every name a tool answers to → index in tools
 
+	held      []Tool         // tools held back (Entry.Held), by Server, then Name
+	heldIndex map[string]int // every name a held tool answers to → index in held
+
 	resources          []Resource
 	resourceIndex      map[string]int   // namespaced URI → index in resources
 	resourceByOriginal map[string][]int // original URI → indexes in resources
@@ -46,6 +49,7 @@ func newSnapshot(version uint64, sep string, servers map[string]*serverItems) *S
 		servers:            servers,
 		names:              slices.Sorted(maps.Keys(servers)),
 		toolIndex:          map[string]int{},
+		heldIndex:          map[string]int{},
 		resourceIndex:      map[string]int{},
 		resourceByOriginal: map[string][]int{},
 		templateIndex:      map[string]int{},
@@ -61,6 +65,11 @@ func newSnapshot(version uint64, sep string, servers map[string]*serverItems) *S
 		s.tools = append(s.tools, it.tools...)
 		for k, i := range it.toolKeys {
 			s.toolIndex[k] = base + i
+		}
+		base = len(s.held)
+		s.held = append(s.held, it.held...)
+		for k, i := range it.heldKeys {
+			s.heldIndex[k] = base + i
 		}
 		for _, r := range it.resources {
 			s.resourceIndex[r.URI] = len(s.resources)
@@ -88,7 +97,8 @@ func (s *Snapshot) Version() uint64 { return s.version }
 // Separator is the canonical separator of namespaced names.
 func (s *Snapshot) Separator() string { return s.sep }
 
-// Tools returns every tool, sorted by Server then Name. Do not modify.
+// Tools returns every tool served (not the [Snapshot.Held] ones), sorted by
+// Server then Name. Do not modify.
 func (s *Snapshot) Tools() []Tool { return s.tools }
 
 // Tool finds a tool by the name a client uses: the canonical namespaced
@@ -114,6 +124,32 @@ func (s *Snapshot) ToolByOriginal(server, original string) (Tool, bool) {
 		return Tool{}, false
 	}
 	return it.tools[i], true
+}
+
+// Held returns every tool held back (see [Entry.Held]), sorted by Server
+// then Name. Held tools are in no other listing. Do not modify.
+func (s *Snapshot) Held() []Tool { return s.held }
+
+// HeldTool finds a held tool by any name [Snapshot.Tool] accepts.
+func (s *Snapshot) HeldTool(name string) (Tool, bool) {
+	i, ok := s.heldIndex[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return s.held[i], true
+}
+
+// HeldByOriginal finds a held tool by its server and upstream name.
+func (s *Snapshot) HeldByOriginal(server, original string) (Tool, bool) {
+	it, ok := s.servers[server]
+	if !ok {
+		return Tool{}, false
+	}
+	i, ok := it.heldByOriginal[original]
+	if !ok {
+		return Tool{}, false
+	}
+	return it.held[i], true
 }
 
 // ServerTools returns a server's tools sorted by Name (nil for an unknown
@@ -249,9 +285,18 @@ func (s *Snapshot) checkCollisions(it *serverItems) error {
 			clashes[other] = append(clashes[other], name)
 		}
 	}
-	for key, i := range it.toolKeys {
-		if j, ok := s.toolIndex[key]; ok {
-			note(s.tools[j].Server, it.tools[i].Name)
+	// A held tool keeps its names: approving it must not collide.
+	for _, own := range []struct {
+		keys  map[string]int
+		tools []Tool
+	}{{it.toolKeys, it.tools}, {it.heldKeys, it.held}} {
+		for key, i := range own.keys {
+			if j, ok := s.toolIndex[key]; ok {
+				note(s.tools[j].Server, own.tools[i].Name)
+			}
+			if j, ok := s.heldIndex[key]; ok {
+				note(s.held[j].Server, own.tools[i].Name)
+			}
 		}
 	}
 	for key, i := range it.promptKeys {

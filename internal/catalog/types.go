@@ -22,6 +22,12 @@ type Entry struct {
 	// can say "server X is down" instead of "unknown tool".
 	Available bool
 	Tools     []*mcp.Tool
+	// Held names (by original name) the tools to hold back: they are
+	// validated and namespaced like the others, and keep their names, but
+	// are not listed or resolved; [Snapshot.HeldTool] finds them, so a call
+	// can be told why the tool is not served (tool pinning quarantines a
+	// tool whose definition changed this way).
+	Held      map[string]bool
 	Resources []*mcp.Resource
 	Templates []*mcp.ResourceTemplate
 	Prompts   []*mcp.Prompt

@@ -113,7 +113,10 @@ func auditRow(rec audit.Record) []cell {
 	what := grantTarget(rec.Server, rec.Tool)
 	if rec.Kind == audit.KindOperation {
 		what = rec.Operation
-		if rec.Server != "" {
+		switch {
+		case rec.Tool != "": // tool pinning's records name the tool
+			what += " " + grantTarget(rec.Server, rec.Tool)
+		case rec.Server != "":
 			what += " " + rec.Server
 		}
 	}

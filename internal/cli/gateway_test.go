@@ -53,16 +53,20 @@ type testGateway struct {
 
 func startGateway(t *testing.T) *testGateway {
 	t.Helper()
-	yml := fmt.Sprintf(`auth:
-  mode: keys
-servers:
+	return startGatewayWith(t, fmt.Sprintf(`
   demo:
     transport: stdio
     command: switchboard
     args: [demo-server]
     env: {%s: "1"}
     auto_start: true
-`, demoEnv)
+`, demoEnv))
+}
+
+// startGatewayWith is startGateway with other servers (YAML under servers:).
+func startGatewayWith(t *testing.T, servers string) *testGateway {
+	t.Helper()
+	yml := "auth:\n  mode: keys\nservers:" + servers
 	env := map[string]string{"SWITCHBOARD_ADMIN_KEY": testAdminKey}
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
@@ -131,7 +135,7 @@ var volatile = map[string]bool{
 	"invoked_at": true, "latency_ms": true, "correlation_id": true, "granted_at": true, "expires_at": true,
 	"routing_time_ms": true, "execution_time_ms": true, "last_failure_time": true, "opened_at": true,
 	"next_attempt_at": true, "params_hash": true, "policy_revision": true, "replica": true,
-	"server_id": true, "result_summary": true, "in_flight": true,
+	"server_id": true, "result_summary": true, "in_flight": true, "pinned_at": true, "changed_at": true,
 }
 
 func scrub(v any) any {

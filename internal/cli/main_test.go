@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/fixture"
 )
 
 // demoEnv makes this test binary act as the demo server when the gateway
@@ -13,7 +14,17 @@ import (
 // os.Args[0]).
 const demoEnv = "SWITCHBOARD_TEST_RUN_DEMO"
 
+// mutableFixtureEnv makes this test binary act as the conformance fixture
+// with its mutable tool, whose first description is the variable's value.
+const mutableFixtureEnv = "SWITCHBOARD_TEST_RUN_MUTABLE_FIXTURE"
+
 func TestMain(m *testing.M) {
+	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
+		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(demoEnv) == "1" {
 		if err := demo.RunStdio(context.Background(), nil); err != nil {
 			os.Exit(1)

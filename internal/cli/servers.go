@@ -95,7 +95,7 @@ func newServersAdd(r *remote) *cobra.Command {
 	var (
 		transport, command, url, cwd, description, prefix, defaultAccess string
 		args, envs, headers                                              []string
-		connect                                                          bool
+		connect, pin                                                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add <name>",
@@ -135,6 +135,9 @@ func newServersAdd(r *remote) *cobra.Command {
 			if cmd.Flags().Changed("prefix") {
 				req.Prefix = &prefix
 			}
+			if cmd.Flags().Changed("pin-definitions") {
+				req.PinDefinitions = &pin
+			}
 			s, err := c.RegisterServer(cmdContext(cmd), req)
 			if err != nil {
 				return explain(err, "registering servers")
@@ -165,6 +168,7 @@ func newServersAdd(r *remote) *cobra.Command {
 	f.StringVar(&prefix, "prefix", "", "namespace prefix of its tools (default the server's name; \"\" for none)")
 	f.StringVar(&defaultAccess, "default-access", "", "who may call its tools without a grant: allow or deny")
 	f.BoolVar(&connect, "connect", false, "connect right away")
+	f.BoolVar(&pin, "pin-definitions", true, "quarantine a tool whose definition changes until an admin approves it; =false applies changes as they come")
 	r.registerOutput(cmd)
 	return cmd
 }

@@ -51,6 +51,7 @@ func newTools(e *env) *cobra.Command {
 	cmd.Flags().StringVar(&server, "server", "", "only this server's tools")
 	r.register(cmd)
 	r.registerOutput(cmd)
+	cmd.AddCommand(newToolsQuarantined(r), newToolsApprove(r))
 	return cmd
 }
 

@@ -205,6 +205,10 @@ type Server struct {
 	BearerTokenEnvVar string            `json:"bearer_token_env_var,omitempty"` // env var holding a token -> "Authorization: Bearer <tok>"
 	HealthCheckURL    string            `json:"health_check_url,omitempty"`
 	DefaultAccess     string            `json:"default_access,omitempty"` // "allow" (default) | "deny"
+	// PinDefinitions: nil or true pins the first definition seen of each
+	// tool and quarantines a tool whose definition changes until an admin
+	// approves it; false applies changes as they come.
+	PinDefinitions *bool `json:"pin_definitions,omitempty"`
 
 	// Lifecycle overrides of the settings of the same name; nil or zero =
 	// the setting.
@@ -253,6 +257,10 @@ func (s *Server) AutoStartOr(def bool) bool {
 	return *s.AutoStart
 }
 
+// PinsDefinitions reports whether the server's tool definitions are pinned
+// (pin_definitions, default true).
+func (s *Server) PinsDefinitions() bool { return s.PinDefinitions == nil || *s.PinDefinitions }
+
 // EffectivePrefix returns the namespace prefix of the server's tools: Prefix when
 // set (possibly "" for unprefixed), otherwise the server name.
 func (s *Server) EffectivePrefix() string {
@@ -281,6 +289,10 @@ func (s *Server) Clone() *Server {
 	if s.MaxRestartAttempts != nil {
 		v := *s.MaxRestartAttempts
 		c.MaxRestartAttempts = &v
+	}
+	if s.PinDefinitions != nil {
+		v := *s.PinDefinitions
+		c.PinDefinitions = &v
 	}
 	if s.HealthCheck != nil {
 		h := *s.HealthCheck

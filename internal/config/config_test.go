@@ -348,7 +348,7 @@ func TestParseErrors(t *testing.T) {
 		{
 			name: "bad lifecycle fields",
 			yaml: "servers:\n" +
-				"  a:\n    transport: stdio\n    command: x\n    max_restart_attempts: 0\n    startup_timeout_seconds: -1\n    restart_on_failure: yes\n    start_on_demand: 1\n    package: Not A Package\n" +
+				"  a:\n    transport: stdio\n    command: x\n    max_restart_attempts: 0\n    startup_timeout_seconds: -1\n    restart_on_failure: yes\n    start_on_demand: 1\n    package: Not A Package\n    pin_definitions: sometimes\n" +
 				"  b:\n    transport: http\n    url: https://e/mcp\n    idle_timeout_seconds: 60\n    max_restart_attempts: three\n    shutdown_timeout_seconds: 100000\n",
 			want: []wantErr{
 				{Line: 5, Field: "servers.a.max_restart_attempts", Msg: "must be between 1 and 1000 (got 0) (set restart_on_failure: false to never restart)"},
@@ -356,9 +356,10 @@ func TestParseErrors(t *testing.T) {
 				{Line: 7, Field: "servers.a.restart_on_failure", Msg: "must be true or false"},
 				{Line: 8, Field: "servers.a.start_on_demand", Msg: "must be true or false"},
 				{Line: 9, Field: "servers.a.package", Msg: `invalid npm package name "Not A Package"`},
-				{Line: 13, Field: "servers.b.idle_timeout_seconds", Msg: "not allowed for an http server (only for stdio servers)"},
-				{Line: 14, Field: "servers.b.max_restart_attempts", Msg: "must be a number, got a string"},
-				{Line: 15, Field: "servers.b.shutdown_timeout_seconds", Msg: "at most 86400"},
+				{Line: 10, Field: "servers.a.pin_definitions", Msg: "must be true or false"},
+				{Line: 14, Field: "servers.b.idle_timeout_seconds", Msg: "not allowed for an http server (only for stdio servers)"},
+				{Line: 15, Field: "servers.b.max_restart_attempts", Msg: "must be a number, got a string"},
+				{Line: 16, Field: "servers.b.shutdown_timeout_seconds", Msg: "at most 86400"},
 			},
 		},
 		{
@@ -937,6 +938,7 @@ func TestParseLifecycle(t *testing.T) {
     shutdown_timeout_seconds: 0.5
     start_on_demand: true
     idle_timeout_seconds: 600
+    pin_definitions: false
     health_check:
       method: tool_call
       tool: list_allowed_directories
@@ -971,7 +973,7 @@ settings:
 		Package:          "@modelcontextprotocol/server-filesystem",
 		RestartOnFailure: &no, MaxRestartAttempts: &two,
 		StartupTimeout: Seconds(time.Minute), ShutdownTimeout: Seconds(500 * time.Millisecond),
-		StartOnDemand: true, IdleTimeout: Seconds(10 * time.Minute),
+		StartOnDemand: true, IdleTimeout: Seconds(10 * time.Minute), PinDefinitions: &no,
 		HealthCheck: &HealthCheck{
 			Method: "tool_call", Tool: "list_allowed_directories",
 			Args:     map[string]any{"path": "/srv", "depth": int64(2), "opts": map[string]any{"all": true, "ratio": 0.5}, "tags": []any{"a", nil}},
@@ -982,8 +984,8 @@ settings:
 	if diff := cmp.Diff(want, cfg.Server("files"), opts); diff != "" {
 		t.Errorf("files mismatch (-want +got):\n%s", diff)
 	}
-	if got := cfg.Server("files").Pos["health_check.tool"]; got != (Pos{14, 7}) {
-		t.Errorf(`Pos["health_check.tool"] = %v, want {14 7}`, got)
+	if got := cfg.Server("files").Pos["health_check.tool"]; got != (Pos{15, 7}) {
+		t.Errorf(`Pos["health_check.tool"] = %v, want {15 7}`, got)
 	}
 	if h := cfg.Server("remote").HealthCheck; h != nil {
 		t.Errorf("empty health_check decoded as %+v, want nil", h)
@@ -1491,12 +1493,12 @@ func TestExpand(t *testing.T) {
 }
 
 func TestServerJSONRoundTrip(t *testing.T) {
-	yes, empty, three := true, "", 3
+	yes, no, empty, three := true, false, "", 3
 	s := &Server{
 		Name: "a", Transport: "http", Description: "d", AutoStart: &yes, Prefix: &empty,
 		Command: "c", Args: []string{"x"}, Env: map[string]string{"E": "${V}"}, EnvPassthrough: []string{"P"}, Cwd: "/",
 		URL: "https://e", Headers: map[string]string{"H": "v"}, HeadersFromEnv: map[string]string{"H2": "V2"},
-		BearerTokenEnvVar: "T", HealthCheckURL: "https://e/h", DefaultAccess: "deny",
+		BearerTokenEnvVar: "T", HealthCheckURL: "https://e/h", DefaultAccess: "deny", PinDefinitions: &no,
 		RestartOnFailure: &yes, MaxRestartAttempts: &three,
 		StartupTimeout: Seconds(1500 * time.Millisecond), ShutdownTimeout: Seconds(2 * time.Second),
 		StartOnDemand: true, IdleTimeout: Seconds(time.Minute),
@@ -1533,7 +1535,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 	}
 	// A clone shares nothing with its original.
 	c := s.Clone()
-	*c.RestartOnFailure, *c.MaxRestartAttempts = false, 9
+	*c.RestartOnFailure, *c.MaxRestartAttempts, *c.PinDefinitions = false, 9, true
 	c.HealthCheck.Args["deep"].(map[string]any)["x"] = "changed"
 	c.HealthCheck.Tool = "other"
 	if diff := cmp.Diff(&back, s, cmp.AllowUnexported(Server{}), cmpopts.IgnoreFields(Server{}, "Pos")); diff != "" {
@@ -1558,6 +1560,14 @@ func TestServerHelpers(t *testing.T) {
 		{&Server{Name: "n"}, false, false, "n"},
 		{&Server{Name: "n", AutoStart: &no, Prefix: &p}, true, false, "p"},
 		{&Server{Name: "n", AutoStart: &yes, Prefix: new(string)}, false, true, ""},
+	}
+	for _, tt := range []struct {
+		s    *Server
+		want bool
+	}{{&Server{}, true}, {&Server{PinDefinitions: &yes}, true}, {&Server{PinDefinitions: &no}, false}} {
+		if got := tt.s.PinsDefinitions(); got != tt.want {
+			t.Errorf("PinsDefinitions() with pin_definitions %v = %v, want %v", tt.s.PinDefinitions, got, tt.want)
+		}
 	}
 	for i, tt := range tests {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

@@ -19,7 +19,7 @@ var serverFields = []string{
 	"transport", "description", "auto_start", "prefix",
 	"command", "args", "env", "env_passthrough", "cwd",
 	"url", "headers", "headers_from_env", "bearer_token_env_var", "health_check_url",
-	"default_access",
+	"default_access", "pin_definitions",
 	"restart_on_failure", "max_restart_attempts", "startup_timeout_seconds", "shutdown_timeout_seconds",
 	"start_on_demand", "idle_timeout_seconds", "health_check", "package",
 }
@@ -94,6 +94,11 @@ func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bo
 			var v, set bool
 			if v, set, ok = d.boolean(e.value, field); ok && set {
 				s.RestartOnFailure = &v
+			}
+		case "pin_definitions":
+			var v, set bool
+			if v, set, ok = d.boolean(e.value, field); ok && set {
+				s.PinDefinitions = &v
 			}
 		case "start_on_demand":
 			s.StartOnDemand, _, ok = d.boolean(e.value, field)

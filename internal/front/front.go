@@ -398,6 +398,18 @@ func (f *Front) lookup(name string) (catalog.Tool, bool) {
 	return snap.Tool(name)
 }
 
+// held reports whether name is a tool the catalog holds back (quarantined),
+// as this front names tools.
+func (f *Front) held(name string) bool {
+	snap := f.cat.Snapshot()
+	if f.scope != "" {
+		_, ok := snap.HeldByOriginal(f.scope, name)
+		return ok
+	}
+	_, ok := snap.HeldTool(name)
+	return ok
+}
+
 // routeMiddleware answers tools/call for names the SDK does not have
 // registered: the other separator form, and tools whose server is not
 // available (so the client learns which server is down and why, rather than
@@ -444,11 +456,13 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		// anyone else, so an available tool under its served name is
 		// registered with the SDK: let the SDK dispatch it.
 		t, known := f.lookup(ctr.Params.Name)
-		if !known {
+		if !known && !f.held(ctr.Params.Name) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
 				Message: fmt.Sprintf("unknown tool %q", ctr.Params.Name)}
 		}
-		if t.Available && (t.Name == ctr.Params.Name || f.scope != "") {
+		// A quarantined tool goes to the pipeline, which refuses it with the
+		// reason (tool_definition_changed), as on REST.
+		if known && t.Available && (t.Name == ctr.Params.Name || f.scope != "") {
 			return next(ctx, method, req)
 		}
 		res, err := f.callTool(ctx, ctr)

@@ -36,6 +36,10 @@ const (
 	// CodeIdempotencyConflict: the idempotency key was used with other
 	// arguments (409).
 	CodeIdempotencyConflict Code = "idempotency_conflict"
+	// CodeToolDefinitionChanged: the upstream changed the tool's definition
+	// since it was pinned; the tool is quarantined until an admin approves
+	// the new definition (409).
+	CodeToolDefinitionChanged Code = "tool_definition_changed"
 	// CodeOutcomeUnknown: the request reached the upstream and the
 	// connection failed before the answer; the call may have run and was
 	// not retried (502).

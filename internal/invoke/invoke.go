@@ -199,12 +199,18 @@ type Result struct {
 	Replayed bool
 }
 
-// Resolve finds the catalog tool a call names.
+// Resolve finds the catalog tool a call names. A tool the catalog holds
+// back (quarantined: its definition changed since it was pinned) is refused
+// with CodeToolDefinitionChanged rather than reported unknown, so that the
+// caller learns why it vanished.
 func (p *Pipeline) Resolve(c Call) (catalog.Tool, error) {
 	snap := p.cat.Snapshot()
 	if c.Server != "" {
 		if t, ok := snap.ToolByOriginal(c.Server, c.Name); ok {
 			return t, nil
+		}
+		if t, ok := snap.HeldByOriginal(c.Server, c.Name); ok {
+			return catalog.Tool{}, DefinitionChanged(t)
 		}
 		return catalog.Tool{}, &Error{Code: CodeToolNotFound, Server: c.Server,
 			Message: "unknown tool " + quote(c.Name) + " on server " + quote(c.Server)}
@@ -212,7 +218,18 @@ func (p *Pipeline) Resolve(c Call) (catalog.Tool, error) {
 	if t, ok := snap.Tool(c.Name); ok {
 		return t, nil
 	}
+	if t, ok := snap.HeldTool(c.Name); ok {
+		return catalog.Tool{}, DefinitionChanged(t)
+	}
 	return catalog.Tool{}, &Error{Code: CodeToolNotFound, Message: "unknown tool " + quote(c.Name)}
+}
+
+// DefinitionChanged is the error of a call to a quarantined tool, the same
+// on every front.
+func DefinitionChanged(t catalog.Tool) *Error {
+	return &Error{Code: CodeToolDefinitionChanged, Server: t.Server,
+		Message: fmt.Sprintf("tool %q is quarantined: server %q changed its definition since it was pinned; "+
+			"an admin must approve the new definition (switchboard tools approve %s)", t.Name, t.Server, t.Name)}
 }
 
 // resolveURI maps a resource URI to its server and original URI. scope ""

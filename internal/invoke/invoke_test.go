@@ -58,8 +58,10 @@ func newCatalog(t *testing.T) *catalog.Catalog {
 	cat := catalog.New(nil)
 	schema := map[string]any{"type": "object"}
 	for _, s := range []string{"a", "b"} {
+		// held is quarantined: its definition changed since it was pinned.
 		_, err := cat.Set(catalog.Entry{Server: s, Available: true,
-			Tools:     []*mcp.Tool{{Name: "echo", InputSchema: schema}},
+			Tools:     []*mcp.Tool{{Name: "echo", InputSchema: schema}, {Name: "held", InputSchema: schema}},
+			Held:      map[string]bool{"held": true},
 			Resources: []*mcp.Resource{{URI: "mem://x", Name: "x"}},
 			Prompts:   []*mcp.Prompt{{Name: "p"}},
 		})
@@ -107,6 +109,9 @@ func TestCallToolErrors(t *testing.T) {
 	}{
 		{name: "unknown tool", call: Call{Name: "a.nope"}, code: CodeToolNotFound},
 		{name: "unknown original on server", call: Call{Name: "nope", Server: "a"}, code: CodeToolNotFound},
+		{name: "quarantined tool", call: Call{Name: "a.held"}, code: CodeToolDefinitionChanged},
+		{name: "quarantined tool, other separator", call: Call{Name: "a__held"}, code: CodeToolDefinitionChanged},
+		{name: "quarantined original on server", call: Call{Name: "held", Server: "b"}, code: CodeToolDefinitionChanged},
 		{name: "invalid json", call: Call{Name: "a.echo", Arguments: json.RawMessage(`{`)}, code: CodeInvalidArgument},
 		{name: "unavailable", call: Call{Name: "a.echo"}, code: CodeServerUnavailable,
 			fn: func(context.Context) (*mcp.CallToolResult, error) {

@@ -171,6 +171,7 @@ func (db *DB) DeleteServer(ctx context.Context, idOrName string) error {
 		// correct even on a connection where enforcement is off.
 		for _, q := range []string{
 			`DELETE FROM mcp_tools WHERE server_id = $1`,
+			`DELETE FROM tool_pins WHERE server_id = $1`,
 			`DELETE FROM server_connection_history WHERE server_id = $1`,
 			`DELETE FROM mcp_servers WHERE id = $1`,
 		} {

@@ -23,6 +23,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/fixture"
 	"github.com/switchboard-mcp/switchboard/internal/web"
 )
 
@@ -35,7 +36,18 @@ const chromium = "/usr/bin/chromium"
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "copy the servers page screenshot to docs/dashboard.png")
 
+// mutableFixtureEnv makes this test binary act as the conformance fixture
+// with its mutable tool (fixture.Options.Mutable), whose first description
+// is the variable's value.
+const mutableFixtureEnv = "SWITCHBOARD_TEST_RUN_MUTABLE_FIXTURE"
+
 func TestMain(m *testing.M) {
+	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
+		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(demoEnv) == "1" {
 		if err := demo.RunStdio(context.Background(), nil); err != nil {
 			os.Exit(1)
@@ -113,6 +125,12 @@ servers:
     args: [demo-server]
     env: {` + demoEnv + `: "1"}
     auto_start: false
+  fx:
+    description: an upstream that changes a tool's description when asked (started by the script)
+    transport: stdio
+    command: switchboard
+    env: {` + mutableFixtureEnv + `: "Answers with its own description."}
+    auto_start: false
 `
 	getenv := func(k string) string {
 		if k == app.AdminKeyEnv {
@@ -148,7 +166,8 @@ servers:
 
 // TestDashboardInBrowser drives the dashboard in headless Chromium against a
 // real gateway: sign-in, servers and tools, a disconnect and reconnect seen
-// live, search, a call from the "try it" form, audit; see
+// live, search, a call from the "try it" form, audit, a quarantined tool's
+// diff and approval; see
 // testdata/dashboard.cjs. Screenshots go to $SWITCHBOARD_ARTIFACTS (or a
 // temporary directory).
 func TestDashboardInBrowser(t *testing.T) {
@@ -198,7 +217,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("browser script: %v (screenshots in %s)", err, artifacts)
 	}
 
-	for _, name := range []string{"servers.png", "tool.png", "audit.png"} {
+	for _, name := range []string{"servers.png", "tool.png", "audit.png", "quarantine.png"} {
 		b, err := os.ReadFile(filepath.Join(artifacts, name))
 		if err != nil {
 			t.Errorf("screenshot: %v", err)

@@ -58,6 +58,8 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"Replicas", testReplicas},
 		{"Idempotent", testIdempotent},
 		{"GetBreaker", testGetBreaker},
+		{"ToolPins", testToolPins},
+		{"ToolPinRace", testToolPinRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

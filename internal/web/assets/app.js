@@ -500,7 +500,7 @@ let searchSupported = true;
 async function toolsPage(_m, seq) {
   const body = await api('GET', '/api/v1/tools');
   if (!current(seq)) return;
-  const all = body.tools || [];
+  let all = body.tools || [];
   const input = el('input', { type: 'search', id: 'tool-search', name: 'q', autocomplete: 'off', placeholder: 'e.g. add two numbers', 'aria-describedby': 'tool-search-hint' });
   const hint = el('p', { class: 'hint', id: 'tool-search-hint' }, 'Searches names and descriptions.');
   const count = el('p', { class: 'muted', 'aria-live': 'polite', id: 'tool-count' });
@@ -549,12 +549,120 @@ async function toolsPage(_m, seq) {
       el('div', { class: 'field' }, el('label', { for: 'tool-search' }, 'Search tools'), input, hint),
       el('button', { type: 'submit' }, 'Search')));
   form.addEventListener('submit', (e) => { e.preventDefault(); clearTimeout(t); search(); });
-  page('Tools', form, count,
+  const reloadTools = async () => {
+    try {
+      const b = await api('GET', '/api/v1/tools');
+      if (!current(seq)) return;
+      all = b.tools || [];
+      if (input.value.trim()) search(); else show(all, '');
+    } catch { /* the next event tries again */ }
+  };
+  const quarantine = quarantineSection(seq, reloadTools);
+  page('Tools', quarantine.status, quarantine.node, form, count,
     el('div', { class: 'table-wrap' }, el('table', { id: 'tools' },
       el('caption', { class: 'sr-only' }, 'Tools'),
       el('thead', {}, el('tr', {}, ['Tool', 'Server', 'Description', ''].map((h) => el('th', { scope: 'col' }, h)))),
       tbody)));
   show(all, '');
+  await quarantine.load();
+  // A change is announced as it is detected; the catalog holds the tool
+  // back right after, and says so with server.discovered.
+  const later = debounce(300, () => { quarantine.load(); reloadTools(); });
+  onEvent((type) => { if (type.startsWith('tool.definition_') || type === 'server.discovered') later(); });
+  every(15000, () => { if (!state.live) quarantine.load(); });
+}
+
+// ---- quarantined tools (tool-definition pinning) ---------------------------
+
+/**
+ * lineDiff compares two texts line by line (longest common subsequence) and
+ * returns [op, line] pairs: ' ' in both, '-' pinned only, '+' current only.
+ */
+function lineDiff(a, b) {
+  const x = a.split('\n'), y = b.split('\n');
+  const n = x.length, m = y.length;
+  const lcs = Array.from({ length: n + 1 }, () => new Array(m + 1).fill(0));
+  for (let i = n - 1; i >= 0; i--) {
+    for (let j = m - 1; j >= 0; j--) {
+      lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+  }
+  const out = [];
+  let i = 0, j = 0;
+  while (i < n && j < m) {
+    if (x[i] === y[j]) { out.push([' ', x[i]]); i++; j++; }
+    else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push(['-', x[i++]]);
+    else out.push(['+', y[j++]]);
+  }
+  while (i < n) out.push(['-', x[i++]]);
+  while (j < m) out.push(['+', y[j++]]);
+  return out;
+}
+
+/** fieldText shows a definition field: strings as text, the rest as JSON. */
+function fieldText(v) {
+  if (v === undefined || v === null) return '(none)';
+  return typeof v === 'string' ? v : json(v);
+}
+
+/**
+ * quarantineSection lists, for admins, the tools held back because their
+ * upstream changed their definition since it was pinned: what changed, as
+ * a diff of the pinned and current definitions, and an Approve button.
+ */
+function quarantineSection(seq, onApproved) {
+  const node = el('section', { id: 'quarantine', 'aria-labelledby': 'h-quarantine', hidden: true });
+  const status = el('div', { 'aria-live': 'polite' });
+  const load = async () => {
+    if (state.admin === false) return;
+    let list;
+    try {
+      list = (await api('GET', '/api/v1/tools/quarantined')).tools || [];
+    } catch (err) {
+      if (err.status === 403) noteForbidden(err);
+      node.hidden = true; // older gateways and agents have no such list
+      return;
+    }
+    if (!current(seq)) return;
+    node.hidden = list.length === 0;
+    put(node,
+      el('h2', { id: 'h-quarantine' }, `Quarantined tools (${list.length})`),
+      el('p', { class: 'muted' }, 'Their upstream changed their definition since the gateway pinned it. They are hidden from clients and their calls are refused until you approve the new definition.'),
+      list.map((q) => quarantinePanel(q, status, async () => { await load(); onApproved(); })));
+  };
+  return { node, status, load };
+}
+
+function quarantinePanel(q, status, onApproved) {
+  const pinned = q.pinned.definition || {};
+  const currentDef = q.current.definition || {};
+  const id = `q-${q.name.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+  const origin = q.pinned.approved_by ? `approved by ${q.pinned.approved_by}` : 'first seen';
+  const approve = el('button', { type: 'button', 'aria-describedby': id }, 'Approve new definition');
+  approve.addEventListener('click', async () => {
+    approve.disabled = true;
+    try {
+      await api('POST', `/api/v1/tools/${enc(q.name)}/approve`, { hash: q.current.hash });
+      put(status, message(`Approved the new definition of ${q.name}: it is served again.`, 'ok'));
+      announce(`${q.name} approved`);
+      await onApproved();
+    } catch (err) {
+      approve.disabled = false;
+      noteForbidden(err);
+      put(status, message(`Approving ${q.name} failed: ${describe(err)}`));
+    }
+  });
+  return el('article', { class: 'panel quarantined', 'data-quarantined': q.name },
+    el('h3', { id }, el('span', { class: 'mono' }, q.name), ' ', badge('QUARANTINED')),
+    el('p', {}, `Server ${q.server_name} changed its ${(q.changed_fields || []).join(', ') || 'definition'}`,
+      q.changed_at ? ` on ${fmtTime(q.changed_at)}` : '', `. Pinned definition ${q.pinned.hash.slice(0, 12)} (${origin} ${fmtTime(q.pinned.pinned_at)}); current ${q.current.hash.slice(0, 12)}.`),
+    (q.changed_fields || []).map((f) => [
+      el('h4', {}, f),
+      el('pre', { class: 'diff', tabindex: '0', 'aria-label': `${f}: pinned lines marked −, current lines marked +` },
+        lineDiff(fieldText(pinned[f]), fieldText(currentDef[f])).map(([op, line]) =>
+          el('span', { class: op === '-' ? 'del' : op === '+' ? 'ins' : null }, `${op} ${line}`))),
+    ]),
+    el('div', { class: 'actions' }, approve));
 }
 
 function renderContent(c) {
