@@ -281,3 +281,33 @@ func FuzzReplyFilter(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkLineFilter measures what the stdio filter costs per byte of
+// messages: the copy into its line buffer and the validation with the
+// decoders the SDK uses (the SDK then decodes the message again). A reply
+// over the limit is only scanned.
+func BenchmarkLineFilter(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		size  int // of a message's text
+		count int // messages in the stream
+	}{
+		{"1KiB", 1 << 10, 1000},
+		{"1MiB", 1 << 20, 1},
+		{"12MiB", 12 << 20, 1},
+		{"20MiB over the limit", 20 << 20, 1},
+	} {
+		line := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + big(bc.size) + `}]}}` + "\n"
+		stream := []byte(strings.Repeat(line, bc.count))
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				f := newLineFilter(io.NopCloser(bytes.NewReader(stream)), 16<<20, nil)
+				if _, err := io.Copy(io.Discard, f); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
