@@ -133,16 +133,9 @@ func (b *jsonBound) load() io.Reader {
 	if !over && validMessage(body) {
 		return bytes.NewReader(body)
 	}
-	var sc *replyScanner
-	if over {
-		sc = new(replyScanner) // the body is the reply to the POST: its id is known
-	} else {
-		sc = scanAll(body)
-	}
-	// The SDK takes the body for the call's reply whatever it holds: a
-	// request in its place still has to become a reply.
-	sc.method = false
-	v := judge(sc, b.call(), size, limit, atLeast, over)
+	// The body is the reply to the POST's call, whatever it holds: the
+	// replacement answers that call, not an id found in the body.
+	v := judge(new(replyScanner), b.call(), size, limit, atLeast, over)
 	b.log.warn(v.what, slog.Int64("bytes", size), slog.Int("max_result_bytes", b.limit), slog.String("start", prefix(body)))
 	if v.reply == nil {
 		return bytes.NewReader(body) // no call to answer: as without the filter
@@ -205,7 +198,8 @@ type eventBound struct {
 	field     string     // the current line's field name
 	skip      bool       // the current line is left out
 
-	out []byte // filtered; out[off:] is still to be returned
+	rep []byte // an event the filter wrote: a replacement, or an id
+	out []byte // what Read returns next: the event in ev, or rep
 	off int
 	err error // from body; returned once out is empty
 }
@@ -237,7 +231,8 @@ func (f *eventBound) Read(p []byte) (int, error) {
 // next reads up to the end of one event and puts it, filtered, into
 // f.out, or records the read error.
 func (f *eventBound) next() {
-	f.out, f.off = f.out[:0], 0
+	f.out, f.off = nil, 0
+	f.ev = f.ev[:0] // out, which may have been ev, is spent
 	for {
 		frag, err := f.rd.ReadSlice('\n')
 		partial := errors.Is(err, bufio.ErrBufferFull)
@@ -352,7 +347,10 @@ func (o *overEvent) piece(field string, frag []byte, first bool) {
 // id (dropped; the id keeps a resumed stream from replaying it).
 func (f *eventBound) finish() {
 	defer func() {
-		f.ev, f.over, f.size, f.inLine, f.skip = f.ev[:0], nil, 0, false, false
+		f.over, f.size, f.inLine, f.skip = nil, 0, false, false
+		if cap(f.ev) > keptBuffer {
+			f.ev = nil // out may hold it until it is read
+		}
 	}()
 	if o := f.over; o != nil {
 		v := verdict{what: "upstream event over max_result_bytes dropped"}
@@ -379,7 +377,9 @@ func (f *eventBound) finish() {
 		pass = validMessage(data)
 	}
 	if pass {
-		f.out = append(append(f.out, f.ev...), '\n')
+		// Returned from where it was read, with the empty line that ends it.
+		f.ev = append(f.ev, '\n')
+		f.out = f.ev
 		f.first = false
 		return
 	}
@@ -396,23 +396,26 @@ func (f *eventBound) put(reply, id, retry []byte) {
 	if reply == nil && (f.legacy || len(id) == 0) {
 		return // the legacy client would decode an event without data
 	}
+	b := f.rep[:0]
 	if len(id) > 0 {
-		f.out = append(append(append(f.out, "id: "...), id...), '\n')
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
 	if len(retry) > 0 {
-		f.out = append(append(append(f.out, "retry: "...), retry...), '\n')
+		b = append(append(append(b, "retry: "...), retry...), '\n')
 	}
 	if reply != nil {
-		f.out = append(append(append(f.out, "data: "...), reply...), '\n')
+		b = append(append(append(b, "data: "...), reply...), '\n')
 		f.first = false
 	}
-	f.out = append(f.out, '\n')
+	f.rep = append(b, '\n')
+	f.out = f.rep
 }
 
 // parseEvent reads the fields of an event's lines as the SDK does: data
-// lines trimmed and joined with newlines.
+// lines trimmed and joined with newlines. The values are ev's own bytes,
+// but for the data of several lines, which is joined in a new buffer.
 func parseEvent(ev []byte) (name, id, retry, data []byte) {
-	hasData := false
+	lines := 0
 	for line := range bytes.Lines(ev) {
 		field, value, _ := bytes.Cut(bytes.TrimRight(line, "\r\n"), []byte{':'})
 		value = bytes.TrimSpace(value)
@@ -424,11 +427,18 @@ func parseEvent(ev []byte) (name, id, retry, data []byte) {
 		case "retry":
 			retry = value
 		case "data":
-			if hasData {
-				data = append(data, '\n')
+			switch lines++; lines {
+			case 1:
+				data = value
+			case 2:
+				data = append(bytes.Clone(data), '\n')
+				fallthrough
+			default:
+				if lines > 2 {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
 			}
-			data = append(data, value...)
-			hasData = true
 		}
 	}
 	return name, id, retry, data

@@ -208,6 +208,8 @@ func TestBoundTransportJSON(t *testing.T) {
 		{name: "a reply over what is drained", body: strings.Repeat(" ", maxDrain+limit+2),
 			wantCode: codeResultTooLarge, wantSize: maxDrain + limit + 1, atLeast: true},
 		{name: "a malformed reply", body: `{"jsonrpc":"2.0","id":21,"result":`, wantCode: codeMalformedReply, wantSize: 34},
+		{name: "a malformed reply naming another call answers the POST's", body: `{"jsonrpc":"2.0","id":5,"result":`,
+			wantCode: codeMalformedReply, wantSize: 33},
 		{name: "an error status is cut at the limit", status: http.StatusInternalServerError, body: strings.Repeat("e", 1000), want: strings.Repeat("e", limit)},
 	}
 	for _, tt := range tests {
@@ -299,4 +301,27 @@ func FuzzEventBound(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestValidStreamsPassUnchanged checks that streams of valid messages of
+// every size up to the limit come out of the filters byte for byte, read
+// in pieces of every size.
+func TestValidStreamsPassUnchanged(t *testing.T) {
+	const limit = 4096
+	var lines, events strings.Builder
+	for i, n := range []int{0, 1, 100, 1000, 3000, limit - len(`{"jsonrpc":"2.0","id":0,"result":{"t":""}}`)} {
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"t":%s}}`, i%10, big(n))
+		lines.WriteString(msg + "\n")
+		fmt.Fprintf(&events, "id: %d\nevent: message\ndata: %s\n\n", i, msg)
+	}
+	for _, sizes := range [][]byte{nil, {0}, {6, 250}, {99}} {
+		lf := newLineFilterSize(&chunkedReader{data: []byte(lines.String()), sizes: sizes}, limit, nil, 16)
+		if out, err := io.ReadAll(lf); err != nil || string(out) != lines.String() {
+			t.Errorf("line filter, pieces %v: output differs (%v)", sizes, err)
+		}
+		eb := newEventBoundSize(&chunkedReader{data: []byte(events.String()), sizes: sizes}, limit+64, false, func() jsonrpc.ID { return jsonrpc.ID{} }, nil, 16)
+		if out, err := io.ReadAll(eb); err != nil || string(out) != events.String() {
+			t.Errorf("event filter, pieces %v: output differs (%v)", sizes, err)
+		}
+	}
 }
