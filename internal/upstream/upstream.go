@@ -36,6 +36,15 @@
 // calls fail at once, those in flight may finish, within
 // Options.DrainTimeout.
 //
+// # Bounded replies
+//
+// Every message a server sends (a stdio line, the JSON body of a POST's
+// answer, a server-sent event) is bounded by Options.MaxResultBytes (a
+// server's max_result_bytes wins) before the SDK reads it. A reply over the
+// bound fails its own call with a [ResultTooLargeError], and one that is
+// not JSON-RPC fails the call it names; the connection and every other call
+// on it go on. A message that names no call of ours is dropped and logged.
+//
 // # Relaying to the calling client
 //
 // A call made with a [Peer] in its context ([WithPeer]) gets what the server
