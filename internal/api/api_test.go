@@ -99,6 +99,9 @@ func (f *fakeCaller) CallTool(_ context.Context, c invoke.Call) (*invoke.Result,
 		return nil, &invoke.Error{Code: invoke.CodeIdempotencyConflict, Message: "key used with other arguments"}
 	case "demo.lost":
 		return nil, &invoke.Error{Code: invoke.CodeOutcomeUnknown, Server: "demo", Message: "connection lost", Attempts: 1}
+	case "demo.huge":
+		return nil, &invoke.Error{Code: invoke.CodeResultTooLarge, Server: "demo",
+			Message: `calling tool "demo.huge" on server "demo": result too large: upstream reply of 20971520 bytes exceeds max_result_bytes (16777216)`}
 	case "demo.anon":
 		return nil, &invoke.Error{Code: invoke.CodeUnauthenticated, Message: "no identity"}
 	}
@@ -121,6 +124,7 @@ func TestErrors(t *testing.T) {
 		{"server down", "POST", "/api/v1/tools/call", `{"name":"demo.down"}`, 503, "server_unavailable"},
 		{"timeout", "POST", "/api/v1/tools/call", `{"name":"demo.slow"}`, 504, "timeout"},
 		{"upstream failure", "POST", "/api/v1/tools/call", `{"name":"demo.broken"}`, 500, "upstream_error"},
+		{"reply too large", "POST", "/api/v1/tools/call", `{"name":"demo.huge"}`, 502, "result_too_large"},
 		{"missing name", "POST", "/api/v1/tools/call", `{}`, 400, CodeBadRequest},
 		{"arguments not an object", "POST", "/api/v1/tools/call", `{"name":"demo.echo","arguments":[1]}`, 400, "invalid_argument"},
 		{"bad json", "POST", "/api/v1/tools/call", `{"name":`, 400, CodeBadRequest},

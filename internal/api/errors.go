@@ -77,6 +77,7 @@ var statusOf = map[invoke.Code]int{
 	invoke.CodeIdempotencyConflict:   http.StatusConflict,
 	invoke.CodeToolDefinitionChanged: http.StatusConflict,
 	invoke.CodeOutcomeUnknown:        http.StatusBadGateway,
+	invoke.CodeResultTooLarge:        http.StatusBadGateway,
 }
 
 // sentinels maps the dependencies' sentinel errors (matched with errors.Is,

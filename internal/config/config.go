@@ -223,6 +223,10 @@ type Server struct {
 	// started again by the next call. Zero = never.
 	IdleTimeout Seconds      `json:"idle_timeout_seconds,omitempty"`
 	HealthCheck *HealthCheck `json:"health_check,omitempty"`
+	// MaxResultBytes bounds one message from the server (a reply, a
+	// request, a notification); 0 = settings.max_result_bytes. A larger
+	// reply fails its call alone with result_too_large.
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
 	// Package is the npm package that provides the server (for install
 	// hints when its command is missing).
 	Package string `json:"package,omitempty"`
@@ -472,6 +476,13 @@ type Settings struct {
 	RestartBackoffMaxMS     int           // restart_backoff_max_ms        30000
 	DegradedErrorRate       float64       // degraded_error_rate             0.5: DEGRADED above this share of failed calls
 	DegradedWindowCalls     int           // degraded_window_calls            20: over the last this many calls
+	// MaxResultBytes bounds one message read from an upstream (a stdio
+	// line, an HTTP response body, a server-sent event): a larger reply
+	// fails its call alone with result_too_large, and the connection stays
+	// up. yaml max_result_bytes, env SWITCHBOARD_MAX_RESULT_BYTES, default
+	// [DefaultMaxResultBytes] (16 MiB), range [MinResultBytes]..[MaxResultBytesLimit];
+	// per server.
+	MaxResultBytes int
 
 	// seed 000 parameters (yaml key = lower-case name; env var as given; defaults as given)
 	RetryMaxAttempts        int     // retry_max_attempts          MCP_RETRY_MAX_ATTEMPTS       3
@@ -545,6 +556,15 @@ const (
 	AuditAsync = "async"
 )
 
+// The bounds of max_result_bytes (settings and servers). Below 64 KiB an
+// ordinary tools/list or initialize result may not fit; above 1 GiB one
+// reply could take the gateway's memory.
+const (
+	DefaultMaxResultBytes = 16 << 20
+	MinResultBytes        = 64 << 10
+	MaxResultBytesLimit   = 1 << 30
+)
+
 // DefaultAuditRedactPattern is the default of settings.audit_redact_pattern:
 // key names that usually hold credentials.
 const DefaultAuditRedactPattern = "password|passwd|token|secret|key|credential|authorization|cookie"
@@ -596,6 +616,7 @@ func DefaultSettings() Settings {
 		RestartBackoffMaxMS:     30000,
 		DegradedErrorRate:       0.5,
 		DegradedWindowCalls:     20,
+		MaxResultBytes:          DefaultMaxResultBytes,
 
 		RetryMaxAttempts:        3,
 		RetryBaseMS:             500,

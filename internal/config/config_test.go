@@ -349,7 +349,9 @@ func TestParseErrors(t *testing.T) {
 			name: "bad lifecycle fields",
 			yaml: "servers:\n" +
 				"  a:\n    transport: stdio\n    command: x\n    max_restart_attempts: 0\n    startup_timeout_seconds: -1\n    restart_on_failure: yes\n    start_on_demand: 1\n    package: Not A Package\n    pin_definitions: sometimes\n" +
-				"  b:\n    transport: http\n    url: https://e/mcp\n    idle_timeout_seconds: 60\n    max_restart_attempts: three\n    shutdown_timeout_seconds: 100000\n",
+				"  b:\n    transport: http\n    url: https://e/mcp\n    idle_timeout_seconds: 60\n    max_restart_attempts: three\n    shutdown_timeout_seconds: 100000\n" +
+				"  c:\n    transport: sse\n    url: https://e/sse\n    max_result_bytes: 1024\n" +
+				"  d:\n    transport: stdio\n    command: x\n    max_result_bytes: 1.5\n",
 			want: []wantErr{
 				{Line: 5, Field: "servers.a.max_restart_attempts", Msg: "must be between 1 and 1000 (got 0) (set restart_on_failure: false to never restart)"},
 				{Line: 6, Field: "servers.a.startup_timeout_seconds", Msg: "greater than 0"},
@@ -360,13 +362,16 @@ func TestParseErrors(t *testing.T) {
 				{Line: 14, Field: "servers.b.idle_timeout_seconds", Msg: "not allowed for an http server (only for stdio servers)"},
 				{Line: 15, Field: "servers.b.max_restart_attempts", Msg: "must be a number, got a string"},
 				{Line: 16, Field: "servers.b.shutdown_timeout_seconds", Msg: "at most 86400"},
+				{Line: 20, Field: "servers.c.max_result_bytes", Msg: "must be between 65536 (64 KiB) and 1073741824 (1 GiB) bytes (got 1024)"},
+				{Line: 24, Field: "servers.d.max_result_bytes", Msg: "must be an integer"},
 			},
 		},
 		{
 			name: "bad lifecycle settings",
 			yaml: "settings:\n  health_check_interval_seconds: 2\n  health_check_timeout_seconds: 3\n  max_restart_attempts: 0\n" +
 				"  restart_window_seconds: 0\n  restart_backoff_initial_ms: 1000\n  restart_backoff_max_ms: 999\n" +
-				"  degraded_error_rate: 1.5\n  degraded_window_calls: 0\n  restart_on_failure: sometimes\n  log_directory: [logs]\n",
+				"  degraded_error_rate: 1.5\n  degraded_window_calls: 0\n  restart_on_failure: sometimes\n  log_directory: [logs]\n" +
+				"  max_result_bytes: 2147483648\n",
 			want: []wantErr{
 				{Line: 3, Field: "settings.health_check_timeout_seconds", Msg: "must be at most health_check_interval_seconds (2s)"},
 				{Line: 4, Field: "settings.max_restart_attempts", Msg: "must be between 1 and 1000"},
@@ -376,6 +381,7 @@ func TestParseErrors(t *testing.T) {
 				{Line: 9, Field: "settings.degraded_window_calls", Msg: "must be between 1 and 10000"},
 				{Line: 10, Field: "settings.restart_on_failure", Msg: "must be true or false"},
 				{Line: 11, Field: "settings.log_directory", Msg: "must be a string, got a list"},
+				{Line: 12, Field: "settings.max_result_bytes", Msg: "must be between 65536 (64 KiB) and 1073741824 (1 GiB) bytes (got 2147483648)"},
 			},
 		},
 		{
@@ -396,11 +402,13 @@ func TestParseErrors(t *testing.T) {
 				"SWITCHBOARD_DEGRADED_ERROR_RATE":           "0",
 				"SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS": "-5",
 				"SWITCHBOARD_MAX_RESTART_ATTEMPTS":          "1.5",
+				"SWITCHBOARD_MAX_RESULT_BYTES":              "16MiB",
 			},
 			want: []wantErr{
 				{File: EnvironmentFile, Field: "SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS", Msg: "greater than 0"},
 				{File: EnvironmentFile, Field: "SWITCHBOARD_RESTART_ON_FAILURE", Msg: "must be true or false"},
 				{File: EnvironmentFile, Field: "SWITCHBOARD_MAX_RESTART_ATTEMPTS", Msg: "must be an integer"},
+				{File: EnvironmentFile, Field: "SWITCHBOARD_MAX_RESULT_BYTES", Msg: `invalid value "16MiB": must be an integer`},
 				{File: EnvironmentFile, Field: "SWITCHBOARD_DEGRADED_ERROR_RATE", Msg: "must be greater than 0 and at most 1"},
 			},
 		},
@@ -945,6 +953,7 @@ func TestParseLifecycle(t *testing.T) {
       args: {path: /srv, depth: 2, opts: {all: true, ratio: 0.5}, tags: [a, ~]}
       interval_seconds: 10
       timeout_seconds: 2.5
+    max_result_bytes: 1048576
   remote:
     transport: http
     url: https://e/mcp
@@ -962,6 +971,7 @@ settings:
 		"SWITCHBOARD_RESTART_BACKOFF_MAX_MS":       "1000",
 		"SWITCHBOARD_RESTART_ON_FAILURE":           "off",
 		"SWITCHBOARD_HEALTH_CHECK_TIMEOUT_SECONDS": "1",
+		"SWITCHBOARD_MAX_RESULT_BYTES":             "33554432",
 	}
 	cfg, err := Parse("s.yaml", []byte(yaml), envFunc(env))
 	if err != nil {
@@ -973,7 +983,7 @@ settings:
 		Package:          "@modelcontextprotocol/server-filesystem",
 		RestartOnFailure: &no, MaxRestartAttempts: &two,
 		StartupTimeout: Seconds(time.Minute), ShutdownTimeout: Seconds(500 * time.Millisecond),
-		StartOnDemand: true, IdleTimeout: Seconds(10 * time.Minute), PinDefinitions: &no,
+		StartOnDemand: true, IdleTimeout: Seconds(10 * time.Minute), PinDefinitions: &no, MaxResultBytes: 1 << 20,
 		HealthCheck: &HealthCheck{
 			Method: "tool_call", Tool: "list_allowed_directories",
 			Args:     map[string]any{"path": "/srv", "depth": int64(2), "opts": map[string]any{"all": true, "ratio": 0.5}, "tags": []any{"a", nil}},
@@ -1013,6 +1023,7 @@ settings:
 	wantSettings.RestartBackoffMaxMS = 1000
 	wantSettings.RestartOnFailure = false
 	wantSettings.HealthCheckTimeout = time.Second
+	wantSettings.MaxResultBytes = 32 << 20
 	if diff := cmp.Diff(wantSettings, cfg.Settings); diff != "" {
 		t.Errorf("settings mismatch (-want +got):\n%s", diff)
 	}
@@ -1501,7 +1512,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		BearerTokenEnvVar: "T", HealthCheckURL: "https://e/h", DefaultAccess: "deny", PinDefinitions: &no,
 		RestartOnFailure: &yes, MaxRestartAttempts: &three,
 		StartupTimeout: Seconds(1500 * time.Millisecond), ShutdownTimeout: Seconds(2 * time.Second),
-		StartOnDemand: true, IdleTimeout: Seconds(time.Minute),
+		StartOnDemand: true, IdleTimeout: Seconds(time.Minute), MaxResultBytes: 1 << 20,
 		HealthCheck: &HealthCheck{Method: "tool_call", Tool: "status", Args: map[string]any{"deep": map[string]any{"x": "y"}, "n": 1.5},
 			Interval: Seconds(10 * time.Second), Timeout: Seconds(250 * time.Millisecond)},
 		Package: "@scope/pkg@1.0.0",

@@ -21,7 +21,7 @@ var serverFields = []string{
 	"url", "headers", "headers_from_env", "bearer_token_env_var", "health_check_url",
 	"default_access", "pin_definitions",
 	"restart_on_failure", "max_restart_attempts", "startup_timeout_seconds", "shutdown_timeout_seconds",
-	"start_on_demand", "idle_timeout_seconds", "health_check", "package",
+	"start_on_demand", "idle_timeout_seconds", "health_check", "max_result_bytes", "package",
 }
 
 // healthCheckFields are the keys of a server's health_check mapping.
@@ -110,6 +110,8 @@ func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bo
 			}
 		case "startup_timeout_seconds", "shutdown_timeout_seconds", "idle_timeout_seconds":
 			*secs[e.key], ok = d.seconds(e.value, field)
+		case "max_result_bytes":
+			s.MaxResultBytes, _, ok = d.integer(e.value, field)
 		case "health_check":
 			s.HealthCheck, ok = d.healthCheck(e.value, field, s.Pos)
 		case "prefix":
@@ -482,6 +484,11 @@ func validateLifecycle(s *Server) []problem {
 	checkSeconds("startup_timeout_seconds", s.StartupTimeout)
 	checkSeconds("shutdown_timeout_seconds", s.ShutdownTimeout)
 	checkSeconds("idle_timeout_seconds", s.IdleTimeout)
+	if s.MaxResultBytes != 0 {
+		if msg := checkMaxResultBytes(s.MaxResultBytes); msg != "" {
+			add("max_result_bytes", "%s", msg)
+		}
+	}
 
 	if h := s.HealthCheck; h != nil {
 		checkSeconds("health_check.interval_seconds", h.Interval)

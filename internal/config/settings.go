@@ -94,6 +94,9 @@ var settingDefs = []settingDef{
 	{"degraded_window_calls", "SWITCHBOARD_DEGRADED_WINDOW_CALLS", func(s *Settings) any { return &s.DegradedWindowCalls }, func(s *Settings) string {
 		return between(s.DegradedWindowCalls, 1, 10000)
 	}},
+	{"max_result_bytes", "SWITCHBOARD_MAX_RESULT_BYTES", func(s *Settings) any { return &s.MaxResultBytes }, func(s *Settings) string {
+		return checkMaxResultBytes(s.MaxResultBytes)
+	}},
 	{"retry_max_attempts", "MCP_RETRY_MAX_ATTEMPTS", func(s *Settings) any { return &s.RetryMaxAttempts }, func(s *Settings) string {
 		return between(s.RetryMaxAttempts, 1, 100)
 	}},
@@ -456,6 +459,14 @@ func validateSettings(file string, s *Settings, src map[string]settingSource) Er
 		}
 	}
 	return errs
+}
+
+// checkMaxResultBytes checks a max_result_bytes value (settings or server).
+func checkMaxResultBytes(v int) string {
+	if v < MinResultBytes || v > MaxResultBytesLimit {
+		return fmt.Sprintf("must be between %d (64 KiB) and %d (1 GiB) bytes (got %d)", MinResultBytes, MaxResultBytesLimit, v)
+	}
+	return ""
 }
 
 func checkListen(addr string) string {

@@ -44,6 +44,10 @@ const (
 	// connection failed before the answer; the call may have run and was
 	// not retried (502).
 	CodeOutcomeUnknown Code = "outcome_unknown"
+	// CodeResultTooLarge: the upstream's reply was over max_result_bytes.
+	// The call ran; its answer was dropped unread. Not retried, not held
+	// against the server's health or the tool's breaker (502).
+	CodeResultTooLarge Code = "result_too_large"
 )
 
 // Error is a failed call, classified. It wraps the underlying cause so that

@@ -429,10 +429,14 @@ func (p *Pipeline) checkServer(ctx context.Context, server, what string) error {
 func (p *Pipeline) classify(ctx context.Context, server, op string, err error) error {
 	var unavail *upstream.UnavailableError
 	var rpcErr *jsonrpc.Error
+	var tooLarge *upstream.ResultTooLargeError
 	switch {
 	case errors.As(err, &unavail):
 		return &Error{Code: CodeServerUnavailable, Server: unavail.Server, Status: string(unavail.State),
 			Message: unavail.Error(), Err: err}
+	case errors.As(err, &tooLarge):
+		return &Error{Code: CodeResultTooLarge, Server: server, Err: err,
+			Message: fmt.Sprintf("%s on server %q: %s", op, server, tooLarge.Error())}
 	case errors.As(err, &rpcErr):
 		// The upstream answered with a protocol error: relay it as it is.
 		return &Error{Code: CodeUpstream, Server: server, Message: rpcErr.Message, Err: err}

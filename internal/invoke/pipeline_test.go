@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,6 +131,9 @@ func TestRetryClassification(t *testing.T) {
 		{name: "retries are bounded", call: Call{Name: "a.read"},
 			answer: func(int) (*mcp.CallToolResult, error) { return nil, notSent },
 			code:   CodeServerUnavailable, attempts: 3, calls: 3},
+		{name: "a reply over max_result_bytes is not retried", call: Call{Name: "a.read"},
+			answer: func(int) (*mcp.CallToolResult, error) { return nil, tooLarge },
+			code:   CodeResultTooLarge, attempts: 1, calls: 1},
 		{name: "an upstream protocol error is not retried", call: Call{Name: "a.read"},
 			answer: func(int) (*mcp.CallToolResult, error) { return nil, errors.New("boom") },
 			code:   CodeUpstream, attempts: 1, calls: 1},
@@ -160,6 +164,42 @@ func TestRetryClassification(t *testing.T) {
 				t.Errorf("upstream saw %d calls, want %d", got, tc.calls)
 			}
 		})
+	}
+}
+
+// tooLarge is a reply over max_result_bytes, as the upstream package
+// returns it from a call.
+var tooLarge = fmt.Errorf("calling tool %q on server %q: %w", "read", "a", &upstream.ResultTooLargeError{Size: 20 << 20, Limit: 16 << 20})
+
+// TestResultTooLarge checks that a reply over max_result_bytes fails its
+// call with its own code and message, and is not held against the tool:
+// its breaker stays closed, and no fallback runs in its place (the call
+// ran).
+func TestResultTooLarge(t *testing.T) {
+	up := newScripted(func(_, tool string, _ int) (*mcp.CallToolResult, error) {
+		if tool == "read" {
+			return nil, tooLarge
+		}
+		return text("ok"), nil
+	})
+	br := resilience.NewBreakers(resilience.BreakerSettings{FailureThreshold: 1, Cooldown: time.Hour, HalfOpenMax: 1})
+	p := New(pipelineCatalog(t), up, &Options{Retry: fastRetry, Breakers: br})
+	for range 3 {
+		_, err := p.CallTool(t.Context(), Call{Name: "a.read"})
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeResultTooLarge || e.Server != "a" {
+			t.Fatalf("err = %v (code %q), want result_too_large on server a", err, CodeOf(err))
+		}
+		want := `calling tool "a.read" on server "a": result too large: upstream reply of 20971520 bytes exceeds max_result_bytes (16777216)`
+		if e.Message != want {
+			t.Errorf("message = %q, want %q", e.Message, want)
+		}
+	}
+	if got := up.count("a/read"); got != 3 {
+		t.Errorf("upstream saw %d calls, want 3: a breaker opened by a large reply would refuse the next", got)
+	}
+	if st := br.Get(resilience.Key("a", "read")).State(); st != resilience.Closed {
+		t.Errorf("breaker %s, want CLOSED", st)
 	}
 }
 

@@ -397,13 +397,14 @@ func (p *Pipeline) attemptOnce(ctx context.Context, tool catalog.Tool, params *m
 
 // breakerIgnores reports whether a call's outcome says nothing of the
 // tool's health: its server was not there to take it (the supervisor
-// tracks that, and a breaker opened by it would outlive the recovery), or
-// the caller gave up.
+// tracks that, and a breaker opened by it would outlive the recovery), the
+// caller gave up, or the tool answered with more than max_result_bytes
+// (it works; its answer is too large for this gateway).
 func breakerIgnores(ctx context.Context, err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) || upstream.IsResultTooLarge(err) {
 		return true
 	}
 	var u *upstream.UnavailableError

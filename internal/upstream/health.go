@@ -38,6 +38,8 @@ type lifecycle struct {
 	health         healthConfig
 	degradedRate   float64
 	degradedWindow int
+
+	maxResult int // bytes of one message from the server
 }
 
 type healthConfig struct {
@@ -64,6 +66,7 @@ func resolveLifecycle(cfg *config.Server, o *Options) lifecycle {
 		idle:           cfg.IdleTimeout.Duration(),
 		degradedRate:   o.DegradedErrorRate,
 		degradedWindow: o.DegradedWindowCalls,
+		maxResult:      o.MaxResultBytes,
 		health: healthConfig{
 			method:   cfg.HealthMethod(),
 			url:      cfg.HealthCheckURL,
@@ -73,6 +76,9 @@ func resolveLifecycle(cfg *config.Server, o *Options) lifecycle {
 	}
 	if cfg.RestartOnFailure != nil {
 		lc.restart = *cfg.RestartOnFailure
+	}
+	if cfg.MaxResultBytes > 0 {
+		lc.maxResult = cfg.MaxResultBytes
 	}
 	if cfg.MaxRestartAttempts != nil && *cfg.MaxRestartAttempts > 0 {
 		lc.maxRestarts = *cfg.MaxRestartAttempts
@@ -151,12 +157,14 @@ func (c *callStats) rate() (float64, int) {
 
 // callFailed says whether a relayed call's error counts against the
 // server's error rate: not when the caller gave up, nor when the server
-// rejected the request as invalid (the caller's mistake, not the server's).
+// rejected the request as invalid (the caller's mistake, not the server's),
+// nor when the reply was over max_result_bytes (the server answered; the
+// answer was too large for this gateway).
 func callFailed(ctx context.Context, err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) || IsResultTooLarge(err) {
 		return false
 	}
 	var rpcErr *jsonrpc.Error

@@ -198,6 +198,7 @@ func TestApplySettingsAndLifecycle(t *testing.T) {
 	s := config.DefaultSettings()
 	s.RestartOnFailure = false
 	s.LogDirectory = "logs"
+	s.MaxResultBytes = 8 << 20
 	var o Options
 	o.ApplySettings(s)
 	want := Options{
@@ -209,6 +210,7 @@ func TestApplySettingsAndLifecycle(t *testing.T) {
 		DegradedErrorRate:   0.5,
 		DegradedWindowCalls: 20,
 		LogDirectory:        "logs",
+		MaxResultBytes:      8 << 20,
 	}
 	if diff := cmp.Diff(want, o); diff != "" { // funcs compare equal only when nil
 		t.Errorf("ApplySettings (-want +got):\n%s", diff)
@@ -218,14 +220,18 @@ func TestApplySettingsAndLifecycle(t *testing.T) {
 	yes, two := true, 2
 	srv := &config.Server{
 		Name: "s", Transport: config.TransportHTTP, URL: "https://e/mcp", HealthCheckURL: "https://e/health",
-		RestartOnFailure: &yes, MaxRestartAttempts: &two, StartupTimeout: config.Seconds(time.Minute),
+		RestartOnFailure: &yes, MaxRestartAttempts: &two, StartupTimeout: config.Seconds(time.Minute), MaxResultBytes: 1 << 20,
 		HealthCheck: &config.HealthCheck{Interval: config.Seconds(time.Second), Timeout: config.Seconds(2 * time.Second)},
 	}
 	o.DrainTimeout = time.Second
 	lc := resolveLifecycle(srv, &o)
-	got := []any{lc.restart, lc.maxRestarts, lc.startup, lc.shutdown, lc.health.method, lc.health.interval, lc.health.timeout}
-	wantLC := []any{true, 2, time.Minute, 5 * time.Second, "http", time.Second, time.Second /* capped at the interval */}
+	got := []any{lc.restart, lc.maxRestarts, lc.startup, lc.shutdown, lc.health.method, lc.health.interval, lc.health.timeout, lc.maxResult}
+	wantLC := []any{true, 2, time.Minute, 5 * time.Second, "http", time.Second, time.Second /* capped at the interval */, 1 << 20}
 	if diff := cmp.Diff(wantLC, got); diff != "" {
 		t.Errorf("lifecycle (-want +got):\n%s", diff)
+	}
+	// Without its own, a server gets the setting.
+	if lc := resolveLifecycle(&config.Server{Name: "t", Transport: config.TransportStdio}, &o); lc.maxResult != 8<<20 {
+		t.Errorf("maxResult = %d, want the setting %d", lc.maxResult, 8<<20)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/fixture"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -45,6 +46,12 @@ var fakeServers = map[string]func(){
 	// relay serves newRelayServer over stdio, in the newest protocol or the legacy one.
 	"relay":        func() { runRelay() },
 	"relay-legacy": func() { runRelay(legacyProtocol) },
+	// fixture is the conformance fixture (test_large_result, test_stdout_garbage).
+	"fixture": func() {
+		if err := fixture.RunStdio(context.Background(), nil); err != nil {
+			log.Fatal(err)
+		}
+	},
 }
 
 // newBasicServer is the fake upstream used over every transport:

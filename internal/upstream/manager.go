@@ -84,6 +84,9 @@ func NewManager(opts *Options) *Manager {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 30 * time.Second
 	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = config.DefaultMaxResultBytes
+	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
 	}

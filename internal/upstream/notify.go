@@ -80,8 +80,9 @@ func (c *relayConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // eventTransport filters the server-sent event streams of an sse/http
 // session through r.
 type eventTransport struct {
-	base http.RoundTripper
-	r    *router
+	base     http.RoundTripper
+	r        *router
+	maxEvent int // the longest event held back to parse; 0 = maxFilteredEvent
 }
 
 func (t *eventTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -92,15 +93,19 @@ func (t *eventTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
 		// A call's stream reads with the call's context, which attributes
 		// its log messages exactly.
-		resp.Body = &eventFilter{body: resp.Body, r: t.r, ctx: req.Context()}
+		resp.Body = &eventFilter{body: resp.Body, r: t.r, ctx: req.Context(), max: t.maxEvent}
 	}
 	return resp, nil
 }
 
-// maxFilteredEvent bounds an event the filter holds back to parse, as the
-// SDK's reader bounds events (mcp.DefaultMaxEventSize). A longer one ends
-// the filtering: the rest of the stream goes to the SDK as it is.
+// maxFilteredEvent bounds an event the filter holds back to parse, by
+// default; eventTransport.maxEvent follows the bound on messages. A longer
+// event ends the filtering: the rest of the stream goes to the SDK as it is.
 const maxFilteredEvent = mcp.DefaultMaxEventSize
+
+// maxEventOverhead is what the lines of an event may add to its message:
+// field names, an id, a retry delay.
+const maxEventOverhead = 64 << 10
 
 // eventFilter passes an event stream through, taking out the progress and log
 // notifications, which it relays itself when it reaches them. An event ID
@@ -117,6 +122,7 @@ type eventFilter struct {
 	off   int
 	err   error // from body; returned once in and out are empty
 	raw   bool  // no more filtering
+	max   int   // the longest event held back; 0 = maxFilteredEvent
 }
 
 func (f *eventFilter) Close() error { return f.body.Close() }
@@ -150,7 +156,11 @@ func (f *eventFilter) split() {
 	for !f.raw {
 		end := eventEnd(f.in[done:])
 		if end < 0 {
-			f.raw = len(f.in)-done > maxFilteredEvent
+			limit := f.max
+			if limit <= 0 {
+				limit = maxFilteredEvent
+			}
+			f.raw = len(f.in)-done > limit
 			break
 		}
 		f.out = append(f.out, f.filter(f.in[done:done+end])...)

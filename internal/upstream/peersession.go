@@ -240,12 +240,16 @@ func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Tra
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	client.Transport = &eventTransport{base: base, r: r}
+	// Closest to the wire, each message is bounded (bound.go); so the SDK's
+	// own bound, which would end the session, is off.
+	legacy := s.cfg.Transport == config.TransportSSE
+	bounded := &boundTransport{base: base, limit: s.lc.maxResult, legacy: legacy, log: s.replies}
+	client.Transport = &eventTransport{base: bounded, r: r, maxEvent: s.lc.maxResult + maxEventOverhead}
 	var inner mcp.Transport
-	if s.cfg.Transport == config.TransportHTTP {
-		inner = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client}
+	if legacy {
+		inner = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client, MaxEventSize: -1}
 	} else {
-		inner = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client}
+		inner = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client, MaxEventSize: -1}
 	}
 	return &lifetimeTransport{inner: inner, ctx: lifetime}, red, nil
 }

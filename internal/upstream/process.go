@@ -56,9 +56,14 @@ func preflight(cmd *exec.Cmd, configured string) error {
 // once) and must not close the stdout the session is still reading.
 //
 // Closing the connection stops the process (see [process.stop]).
+//
+// Its stdout passes a filter that bounds each message to limit bytes (see
+// bound.go), so the SDK's own bound is off.
 type procTransport struct {
 	cmd      *exec.Cmd
 	shutdown time.Duration
+	limit    int
+	replies  *replyLog
 	// started learns how the start went, before Connect returns.
 	started func(*process, error)
 }
@@ -71,7 +76,8 @@ func (t *procTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return (&mcp.IOTransport{Reader: readHalf{p}, Writer: p}).Connect(ctx)
+	out := newLineFilter(readHalf{p}, t.limit, t.replies)
+	return (&mcp.IOTransport{Reader: out, Writer: p, MaxLineLength: -1}).Connect(ctx)
 }
 
 // process is a running stdio server.

@@ -108,6 +108,11 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 		return u
 	}
 	failed := func(err error) error {
+		if tl, ok := tooLarge(err); ok {
+			// Not the upstream's protocol error, though it arrived as one:
+			// the reply the filter put in place of one over the limit.
+			err = tl
+		}
 		return &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, sess.redact.Error(err)), err: err, sent: sent}
 	}
 

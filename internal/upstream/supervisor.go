@@ -66,13 +66,14 @@ type reply struct {
 // callbacks ordered. Connect attempts, re-discoveries, health probes and
 // session watchers run in goroutines that run waits for.
 type supervisor struct {
-	name   string
-	cfg    *config.Server
-	opts   *Options
-	lc     lifecycle
-	log    *slog.Logger
-	stderr lineRing
-	logf   *logFile // nil without Options.LogDirectory
+	name    string
+	cfg     *config.Server
+	opts    *Options
+	lc      lifecycle
+	log     *slog.Logger
+	stderr  lineRing
+	logf    *logFile  // nil without Options.LogDirectory
+	replies *replyLog // what the message filters replaced or dropped
 
 	ctx    context.Context // cancelled to stop the supervisor (Remove, Close)
 	cancel context.CancelFunc
@@ -191,7 +192,8 @@ func newSupervisor(parent context.Context, cfg *config.Server, opts *Options, lo
 			OnDemand:  lc.onDemand,
 			Health:    Health{Method: lc.health.method},
 		},
-		disc: Discovery{Server: cfg.Name},
+		disc:    Discovery{Server: cfg.Name},
+		replies: newReplyLog(log),
 	}
 	if cfg.Transport == config.TransportStdio && config.NameRE.MatchString(cfg.Name) {
 		s.logf = newLogFile(opts.LogDirectory, cfg.Name, log)
@@ -421,7 +423,7 @@ func (s *supervisor) transport(sess *session) (mcp.Transport, error) {
 			return nil, fmt.Errorf("creating stderr pipe: %w", err)
 		}
 		cmd.Stderr = pw
-		inner := &procTransport{cmd: cmd, shutdown: s.lc.shutdown, started: func(p *process, err error) {
+		inner := &procTransport{cmd: cmd, shutdown: s.lc.shutdown, limit: s.lc.maxResult, replies: s.replies, started: func(p *process, err error) {
 			pw.Close() // the child has its copy
 			if err != nil {
 				pr.Close()

@@ -36,6 +36,15 @@
 // calls fail at once, those in flight may finish, within
 // Options.DrainTimeout.
 //
+// # Bounded replies
+//
+// Every message a server sends (a stdio line, the JSON body of a POST's
+// answer, a server-sent event) is bounded by Options.MaxResultBytes (a
+// server's max_result_bytes wins) before the SDK reads it. A reply over the
+// bound fails its own call with a [ResultTooLargeError], and one that is
+// not JSON-RPC fails the call it names; the connection and every other call
+// on it go on. A message that names no call of ours is dropped and logged.
+//
 // # Relaying to the calling client
 //
 // A call made with a [Peer] in its context ([WithPeer]) gets what the server
@@ -291,6 +300,12 @@ type Options struct {
 	// PeerSessionIdle is how long a per-peer session (sse/http) stays open
 	// without calls; default 5 minutes.
 	PeerSessionIdle time.Duration
+	// MaxResultBytes bounds one message from a server: a stdio line, an
+	// HTTP response body, a server-sent event (settings.max_result_bytes;
+	// a server's max_result_bytes wins). A larger reply fails its call
+	// alone with a [ResultTooLargeError]; the connection stays up. Default
+	// 16 MiB.
+	MaxResultBytes int
 }
 
 // RestartPolicy says whether and how fast failed servers are restarted
@@ -313,8 +328,8 @@ type RestartPolicy struct {
 }
 
 // ApplySettings sets the options that the gateway settings configure:
-// timeouts, restart policy, health check defaults, DEGRADED thresholds and
-// the log directory. Fields the settings do not cover are left alone.
+// timeouts, restart policy, health check defaults, DEGRADED thresholds, the
+// log directory and the bound on a message. Fields the settings do not cover are left alone.
 func (o *Options) ApplySettings(s config.Settings) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	o.ConnectTimeout = s.StartupTimeout
@@ -331,6 +346,7 @@ func (o *Options) ApplySettings(s config.Settings) {
 	o.DegradedErrorRate = s.DegradedErrorRate
 	o.DegradedWindowCalls = s.DegradedWindowCalls
 	o.LogDirectory = s.LogDirectory
+	o.MaxResultBytes = s.MaxResultBytes
 }
 
 // ErrNotFound is returned for a server name the Manager does not know.
