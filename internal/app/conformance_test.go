@@ -48,7 +48,9 @@ func runConformance(t *testing.T, url string, env ...string) (passed, failed int
 // TestConformanceThroughGateway is G1: the conformance suite scores the same
 // through the gateway as against the fixture server alone — through the
 // transparent endpoint /servers/{name}/mcp and through /mcp with prefix "",
-// with the fixture server as a stdio upstream and as an HTTP upstream.
+// with the fixture server as a stdio upstream (in both styles: input
+// requests in results, and classic server-initiated requests) and as an
+// HTTP upstream.
 func TestConformanceThroughGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the conformance suite takes minutes")
@@ -62,7 +64,10 @@ func TestConformanceThroughGateway(t *testing.T) {
 	}
 	upstreams := map[string]string{
 		"stdio": fmt.Sprintf("    transport: stdio\n    command: switchboard\n    env: {%s: \"1\"}\n", fixtureEnv),
-		"http":  fmt.Sprintf("    transport: http\n    url: %s/mcp\n", fx.URL),
+		// The same fixtures written the classic way: sampling and
+		// elicitation as requests of the server's own during the call.
+		"stdio-classic": fmt.Sprintf("    transport: stdio\n    command: switchboard\n    env: {%s: classic}\n", fixtureEnv),
+		"http":          fmt.Sprintf("    transport: http\n    url: %s/mcp\n", fx.URL),
 	}
 	for kind, def := range upstreams {
 		yaml := "servers:\n  fx:\n" + def + "    auto_start: true\n    prefix: \"\"\n"

@@ -25,6 +25,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv(fixtureEnv) == "classic" {
+		if err := fixture.RunStdio(context.Background(), &fixture.Options{Classic: true}); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
 		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
 			os.Exit(1)

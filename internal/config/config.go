@@ -227,6 +227,9 @@ type Server struct {
 	// request, a notification); 0 = settings.max_result_bytes. A larger
 	// reply fails its call alone with result_too_large.
 	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	// ProtocolVersion is the MCP revision the gateway asks the server for:
+	// "" or "auto" (see [ProtocolAuto]) or one revision, e.g. "2026-07-28".
+	ProtocolVersion string `json:"protocol_version,omitempty"`
 	// Package is the npm package that provides the server (for install
 	// hints when its command is missing).
 	Package string `json:"package,omitempty"`
@@ -547,6 +550,15 @@ func (s *Settings) EffectiveRateLimitBurst() int {
 	}
 	return max(1, int(math.Ceil(s.RateLimitPerSecond)))
 }
+
+// ProtocolAuto is the default [Server.ProtocolVersion]: the gateway opens a
+// 2025-11-25 session (initialize), under which everything a server can do
+// for a direct classic client works through the gateway: requests it sends
+// while serving a call (sampling, elicitation, roots) are relayed, and a
+// server of the 2026-07-28 revision that returns input requests instead has
+// them fulfilled the same way by its SDK. A server that refuses the
+// handshake is asked for the newest revision on the next attempt.
+const ProtocolAuto = "auto"
 
 // Values of [Settings.AuditDurability].
 const (

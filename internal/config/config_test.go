@@ -1512,7 +1512,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		BearerTokenEnvVar: "T", HealthCheckURL: "https://e/h", DefaultAccess: "deny", PinDefinitions: &no,
 		RestartOnFailure: &yes, MaxRestartAttempts: &three,
 		StartupTimeout: Seconds(1500 * time.Millisecond), ShutdownTimeout: Seconds(2 * time.Second),
-		StartOnDemand: true, IdleTimeout: Seconds(time.Minute), MaxResultBytes: 1 << 20,
+		StartOnDemand: true, IdleTimeout: Seconds(time.Minute), MaxResultBytes: 1 << 20, ProtocolVersion: "2025-11-25",
 		HealthCheck: &HealthCheck{Method: "tool_call", Tool: "status", Args: map[string]any{"deep": map[string]any{"x": "y"}, "n": 1.5},
 			Interval: Seconds(10 * time.Second), Timeout: Seconds(250 * time.Millisecond)},
 		Package: "@scope/pkg@1.0.0",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml/ast"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // serverFields are the keys a server definition may have, in documentation order.
@@ -21,7 +22,7 @@ var serverFields = []string{
 	"url", "headers", "headers_from_env", "bearer_token_env_var", "health_check_url",
 	"default_access", "pin_definitions",
 	"restart_on_failure", "max_restart_attempts", "startup_timeout_seconds", "shutdown_timeout_seconds",
-	"start_on_demand", "idle_timeout_seconds", "health_check", "max_result_bytes", "package",
+	"start_on_demand", "idle_timeout_seconds", "health_check", "max_result_bytes", "protocol_version", "package",
 }
 
 // healthCheckFields are the keys of a server's health_check mapping.
@@ -74,6 +75,7 @@ func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bo
 		"health_check_url":     &s.HealthCheckURL,
 		"default_access":       &s.DefaultAccess,
 		"package":              &s.Package,
+		"protocol_version":     &s.ProtocolVersion,
 	}
 	secs := map[string]*Seconds{
 		"startup_timeout_seconds":  &s.StartupTimeout,
@@ -488,6 +490,9 @@ func validateLifecycle(s *Server) []problem {
 		if msg := checkMaxResultBytes(s.MaxResultBytes); msg != "" {
 			add("max_result_bytes", "%s", msg)
 		}
+	}
+	if v := s.ProtocolVersion; v != "" && v != ProtocolAuto && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		add("protocol_version", "unknown MCP revision %q: want auto or one of %s", v, strings.Join(mcp.SupportedProtocolVersions(), ", "))
 	}
 
 	if h := s.HealthCheck; h != nil {

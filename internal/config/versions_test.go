@@ -53,3 +53,21 @@ func TestFrontAllowedHostsAndOrigins(t *testing.T) {
 		}
 	}
 }
+
+func TestServerProtocolVersion(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, v := range []string{"auto", "2025-11-25", "2026-07-28", "2024-11-05"} {
+		cfg, err := Parse("p.yaml", []byte("servers:\n  a:\n    transport: stdio\n    command: x\n    protocol_version: "+v+"\n"), none)
+		if err != nil {
+			t.Errorf("%s: %v", v, err)
+			continue
+		}
+		if got := cfg.Servers[0].ProtocolVersion; got != v {
+			t.Errorf("%s: ProtocolVersion = %q", v, got)
+		}
+	}
+	_, err := Parse("p.yaml", []byte("servers:\n  a:\n    transport: stdio\n    command: x\n    protocol_version: 2099-01-01\n"), none)
+	if err == nil || !strings.Contains(err.Error(), `p.yaml:5:5: servers.a.protocol_version: unknown MCP revision "2099-01-01"`) {
+		t.Errorf("unknown revision: %v", err)
+	}
+}

@@ -59,6 +59,12 @@ func startRelay(t *testing.T, c relayCase, rec *recorder, opts *upstream.Options
 			fake = "relay-legacy"
 		}
 		srv = fakeStdio("up", fake)
+		if !c.legacy {
+			// The new-protocol relay paths (input requests embedded in
+			// results) run only on a 2026-07-28 session, which
+			// protocol_version auto does not ask for.
+			srv.ProtocolVersion = "2026-07-28"
+		}
 	} else {
 		h = serveRelay(t, c.transport, protocols...)
 		srv.URL = h.url

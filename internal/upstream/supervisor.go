@@ -96,6 +96,9 @@ type supervisor struct {
 	expired bool
 	// idleStopped: stopped for being idle, so the next call starts it.
 	idleStopped bool
+	// askNewest: with protocol_version auto, the server refused the
+	// 2025-11-25 handshake, so sessions ask for the newest revision.
+	askNewest atomic.Bool
 
 	relayMu sync.Mutex                 // guards the fields below
 	levels  map[string]peerLevel       // log level per peer ID ("" for calls without a peer)
@@ -370,12 +373,13 @@ func (s *supervisor) connect(ctx context.Context) attemptResult {
 		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { sess.notify(kindResources) },
 		PromptListChangedHandler:   func(context.Context, *mcp.PromptListChangedRequest) { sess.notify(kindPrompts) },
 	})
-	cs, err := client.Connect(ctx, t, nil)
+	cs, err := client.Connect(ctx, t, s.sessionOptions())
 	if err != nil {
 		stop()
 		if sess.startErr != nil {
 			return fail("starting process", err)
 		}
+		s.noteHandshakeRefused(err)
 		return fail("initializing", err)
 	}
 	sess.cs = cs
