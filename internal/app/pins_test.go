@@ -51,6 +51,9 @@ func (g *gateway) quarantined(t *testing.T) map[string]map[string]any {
 // mutate has the upstream of server change test_mutable's description.
 func mutate(t *testing.T, cs *mcp.ClientSession, server, desc string) {
 	t.Helper()
+	// The MCP front adds a new server's tools to its session a moment
+	// after the catalog (and REST) has them.
+	waitFor(t, server+"'s tools on the MCP session", func() bool { return toolNames(t, cs)[server+"."+fixture.ToolMutate] != nil })
 	if text, res := callText(t, cs, server+"."+fixture.ToolMutate, map[string]any{"description": desc}); res.IsError {
 		t.Fatalf("mutate %s: %s", server, text)
 	}
