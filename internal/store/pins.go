@@ -52,8 +52,18 @@ func checkPin(p ToolPin) error {
 // server's id or name; a zero PinnedAt is set to now. An unknown server is
 // an error wrapping [ErrNotFound].
 func (db *DB) PinTool(ctx context.Context, p ToolPin) (ToolPin, error) {
+	out, err := db.writePin(ctx, p, `DO NOTHING`)
+	if err != nil {
+		return p, fmt.Errorf("pinning tool %q of server %q: %w", p.OriginalName, p.ServerID, err)
+	}
+	return out, nil
+}
+
+// writePin inserts p's pin, doing onConflict when the tool is pinned
+// already, and returns the pin stored.
+func (db *DB) writePin(ctx context.Context, p ToolPin, onConflict string) (ToolPin, error) {
 	if err := checkPin(p); err != nil {
-		return p, fmt.Errorf("pinning tool: %w", err)
+		return p, err
 	}
 	var out ToolPin
 	err := db.Transact(ctx, func(tx *DB) error {
@@ -63,7 +73,7 @@ func (db *DB) PinTool(ctx context.Context, p ToolPin) (ToolPin, error) {
 			return err
 		}
 		_, err = q.ExecContext(ctx, `INSERT INTO tool_pins (server_id, original_name, hash, definition, pinned_at, approved_by)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (server_id, original_name) DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (server_id, original_name) `+onConflict,
 			id, p.OriginalName, p.Hash, string(p.Definition), toNanos(normalize(p.PinnedAt)), p.ApprovedBy)
 		if err != nil {
 			return err
@@ -71,10 +81,7 @@ func (db *DB) PinTool(ctx context.Context, p ToolPin) (ToolPin, error) {
 		out, err = getPin(ctx, q, id, p.OriginalName)
 		return err
 	})
-	if err != nil {
-		return p, fmt.Errorf("pinning tool %q of server %q: %w", p.OriginalName, p.ServerID, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // ToolPin returns the pin of one tool of the server with the given id, or
@@ -161,28 +168,9 @@ func (db *DB) ClearToolChange(ctx context.Context, serverID, originalName string
 // not pinned yet is pinned. p.ServerID may be the server's id or name; an
 // unknown server is an error wrapping [ErrNotFound].
 func (db *DB) ApproveToolPin(ctx context.Context, p ToolPin) (ToolPin, error) {
-	if err := checkPin(p); err != nil {
-		return p, fmt.Errorf("approving a tool definition: %w", err)
-	}
-	var out ToolPin
-	err := db.Transact(ctx, func(tx *DB) error {
-		q := tx.tx
-		id, _, err := resolveServer(ctx, q, p.ServerID)
-		if err != nil {
-			return err
-		}
-		_, err = q.ExecContext(ctx, `INSERT INTO tool_pins (server_id, original_name, hash, definition, pinned_at, approved_by)
-			VALUES ($1, $2, $3, $4, $5, $6)
-			ON CONFLICT (server_id, original_name) DO UPDATE SET
-				hash = excluded.hash, definition = excluded.definition, pinned_at = excluded.pinned_at,
-				approved_by = excluded.approved_by, changed_hash = '', changed_definition = '', changed_at = 0`,
-			id, p.OriginalName, p.Hash, string(p.Definition), toNanos(normalize(p.PinnedAt)), p.ApprovedBy)
-		if err != nil {
-			return err
-		}
-		out, err = getPin(ctx, q, id, p.OriginalName)
-		return err
-	})
+	out, err := db.writePin(ctx, p, `DO UPDATE SET
+		hash = excluded.hash, definition = excluded.definition, pinned_at = excluded.pinned_at,
+		approved_by = excluded.approved_by, changed_hash = '', changed_definition = '', changed_at = 0`)
 	if err != nil {
 		return p, fmt.Errorf("approving the definition of tool %q of server %q: %w", p.OriginalName, p.ServerID, err)
 	}
