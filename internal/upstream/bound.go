@@ -471,11 +471,31 @@ type lineFilter struct {
 	limit int
 	log   *replyLog
 
-	line []byte // the line being read, while within the limit
-	rep  []byte // a replacement reply
-	out  []byte // what Read returns next: a line of line, or rep
-	off  int
-	err  error // from src; returned once out is empty
+	line    []byte // the line being read, while within the limit
+	rep     []byte // a replacement reply
+	pending        // out: a line of line, or rep
+}
+
+// pending is what a filter has ready for Read: one message's output at a
+// time, and the error of its source once that is spent.
+type pending struct {
+	out []byte // what Read returns next
+	off int
+	err error // from the source; returned once out is empty
+}
+
+// read copies what is pending into p, having f fill it (f.next) whenever
+// it is empty, until f records an error.
+func (q *pending) read(p []byte, f interface{ next() }) (int, error) {
+	for q.off == len(q.out) {
+		if q.err != nil {
+			return 0, q.err
+		}
+		f.next()
+	}
+	n := copy(p, q.out[q.off:])
+	q.off += n
+	return n, nil
 }
 
 // newLineFilter filters src, a stdio server's stdout, bounding each
@@ -492,17 +512,7 @@ func newLineFilterSize(src io.ReadCloser, limit int, log *replyLog, size int) *l
 
 func (f *lineFilter) Close() error { return f.src.Close() }
 
-func (f *lineFilter) Read(p []byte) (int, error) {
-	for f.off == len(f.out) {
-		if f.err != nil {
-			return 0, f.err
-		}
-		f.next()
-	}
-	n := copy(p, f.out[f.off:])
-	f.off += n
-	return n, nil
-}
+func (f *lineFilter) Read(p []byte) (int, error) { return f.read(p, f) }
 
 // next reads one line into f.out, filtered (possibly to nothing), or
 // records the read error.

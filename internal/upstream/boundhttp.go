@@ -198,10 +198,8 @@ type eventBound struct {
 	field     string     // the current line's field name
 	skip      bool       // the current line is left out
 
-	rep []byte // an event the filter wrote: a replacement, or an id
-	out []byte // what Read returns next: the event in ev, or rep
-	off int
-	err error // from body; returned once out is empty
+	rep     []byte // an event the filter wrote: a replacement, or an id
+	pending        // out: the event in ev, or rep
 }
 
 func newEventBound(body io.ReadCloser, limit int, legacy bool, call func() jsonrpc.ID, log *replyLog) *eventBound {
@@ -216,17 +214,7 @@ func newEventBoundSize(body io.ReadCloser, limit int, legacy bool, call func() j
 
 func (f *eventBound) Close() error { return f.body.Close() }
 
-func (f *eventBound) Read(p []byte) (int, error) {
-	for f.off == len(f.out) {
-		if f.err != nil {
-			return 0, f.err
-		}
-		f.next()
-	}
-	n := copy(p, f.out[f.off:])
-	f.off += n
-	return n, nil
-}
+func (f *eventBound) Read(p []byte) (int, error) { return f.read(p, f) }
 
 // next reads up to the end of one event and puts it, filtered, into
 // f.out, or records the read error.
