@@ -253,7 +253,8 @@ func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authn := a.authenticate
 	fc := a.cfg.Front
-	httpOpts := &front.HTTPOptions{Stateless: fc.Stateless, AllowedHosts: fc.AllowedHosts, AllowedOrigins: fc.AllowedOrigins,
+	// The browser guard below covers the MCP endpoints too.
+	httpOpts := &front.HTTPOptions{Stateless: fc.Stateless, Guarded: true,
 		Sessions: front.NewSessions(&front.SessionOptions{
 			MaxSessions: fc.MaxSessions, MaxSessionsPerIdentity: fc.MaxSessionsPerIdentity,
 			Logger: a.logger, OnLive: a.metrics.Sessions, OnEvict: a.metrics.SessionEvicted, OnRefuse: a.metrics.SessionRefused,

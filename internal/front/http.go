@@ -42,6 +42,11 @@ type HTTPOptions struct {
 	// Any other non-loopback Host on a loopback listener gets 403: that is
 	// what a DNS rebinding attack looks like. See [httpguard.Options].
 	AllowedHosts []string
+	// Guarded says every request reaches the handler through an
+	// [httpguard.Guard] already (the gateway mounts all its routes behind
+	// one), so the handler does not check Host and Origin a second time.
+	// AllowedOrigins and AllowedHosts are then unused.
+	Guarded bool
 	// MaxBodyBytes bounds a POST body; larger bodies get 413. Zero or
 	// negative means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -143,7 +148,7 @@ func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
 // session id on every legacy POST but initialize, and the session caps.
 type httpGuard struct {
 	next           http.Handler
-	browser        *httpguard.Guard
+	browser        *httpguard.Guard // nil with HTTPOptions.Guarded
 	maxBody        int64
 	requireSession bool
 	sessions       *Sessions // nil when stateless
@@ -152,12 +157,16 @@ type httpGuard struct {
 }
 
 func newHTTPGuard(next http.Handler, o HTTPOptions, logger *slog.Logger, requireSession bool) *httpGuard {
-	browser, err := httpguard.New(httpguard.Options{AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins, Logger: logger})
-	if err != nil {
-		// The config validates both lists; a hand-built bad value must
-		// not open the door, so fall back to no extra entries.
-		logger.Warn("allowed hosts/origins ignored", "error", err)
-		browser, _ = httpguard.New(httpguard.Options{Logger: logger})
+	var browser *httpguard.Guard
+	if !o.Guarded {
+		var err error
+		browser, err = httpguard.New(httpguard.Options{AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins, Logger: logger})
+		if err != nil {
+			// The config validates both lists; a hand-built bad value must
+			// not open the door, so fall back to no extra entries.
+			logger.Warn("allowed hosts/origins ignored", "error", err)
+			browser, _ = httpguard.New(httpguard.Options{Logger: logger})
+		}
 	}
 	return &httpGuard{
 		next:           next,
@@ -180,9 +189,11 @@ const (
 )
 
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if ref := g.browser.Check(r); ref != nil {
-		g.browser.Refuse(w, r, ref)
-		return
+	if g.browser != nil {
+		if ref := g.browser.Check(r); ref != nil {
+			g.browser.Refuse(w, r, ref)
+			return
+		}
 	}
 	var initID json.RawMessage
 	if g.requireSession && r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" {
