@@ -24,10 +24,15 @@ const classicProtocol = "2025-11-25"
 // session, which the gateway relays. So 2025-11-25 is never worse than a
 // direct classic client; 2026-07-28 is asked for only when configured, or
 // when the server refused the classic handshake ([supervisor.noteHandshakeRefused]).
+//
+// Over sse and http, auto leaves the choice to the SDK's negotiation: the
+// server's handler decides, as it does for a direct client (a stateful one
+// speaks 2025-11-25, with server-initiated requests; a stateless one cannot
+// send a request of its own to anyone).
 func (s *supervisor) sessionOptions() *mcp.ClientSessionOptions {
 	v := s.cfg.ProtocolVersion
 	if v == "" || v == config.ProtocolAuto {
-		if s.askNewest.Load() {
+		if s.cfg.Transport != config.TransportStdio || s.askNewest.Load() {
 			return nil // the SDK's newest, server/discover first
 		}
 		v = classicProtocol

@@ -12,10 +12,10 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/config"
 )
 
-// TestProtocolVersionPolicy: auto asks a server for 2025-11-25; a server
-// that refuses that handshake as a 2026-07-28-only server would is asked
-// for the newest revision on the next attempt; an explicit revision is
-// asked for as it is.
+// TestProtocolVersionPolicy over http: auto leaves the revision to the
+// SDK's negotiation (a stateful handler: 2025-11-25; a 2026-07-28-only
+// server: 2026-07-28); an explicit revision is asked for as it is. (auto
+// over stdio is TestClassicServerThroughGateway in internal/app.)
 func TestProtocolVersionPolicy(t *testing.T) {
 	// serve runs the server; stateless serves 2026-07-28 (the SDK's
 	// stateful handler speaks the classic revisions only).
