@@ -179,7 +179,15 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		a.Close(ctx)
 		return nil, err
 	}
+	// requestState of stateless callers is sealed with the secret key when
+	// there is one, so that replicas sharing it accept each other's.
+	var sealer front.Sealer
+	if a.reg.keys != nil {
+		sealer = a.reg.keys
+	}
 	a.front = front.New(a.cat, a.pipe, &front.Options{
+		Sealer:         sealer,
+		Replica:        a.sec.replica,
 		ToolExposure:   cfg.Front.ToolExposure,
 		Searcher:       a.disc,
 		Logger:         o.Logger,
@@ -196,6 +204,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			Logger:         o.Logger.With("endpoint", server),
 			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: o.Version},
 			Server:         server,
+			Sealer:         sealer,
+			Replica:        a.sec.replica,
 			WithPeer:       withPeer,
 			Visible:        a.visible,
 			ServerVisible:  a.sec.engine.ServerAllowed,

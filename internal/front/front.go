@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,6 +71,16 @@ type Options struct {
 	ToolExposure string
 	// Searcher serves search_tools; required for ExposeSearch.
 	Searcher Searcher
+	// Sealer seals the requestState of input_required results given to
+	// callers of the stateless revision. Replicas given the same key accept
+	// each other's state. nil: a random key of this process.
+	Sealer Sealer
+	// InputTimeout is how long a stateless caller has to answer an
+	// input_required result; zero means DefaultInputTimeout.
+	InputTimeout time.Duration
+	// Replica names this process among the gateway's replicas, in the
+	// state of calls parked here.
+	Replica string
 }
 
 // Keys of a tools/call's _meta that the gateway reads and removes before
@@ -91,22 +102,10 @@ const (
 const IdentityExtraKey = "switchboard/identity"
 
 // ProtocolVersions are the MCP versions the front speaks: every version of
-// the SDK up to 2025-11-25. The stateless 2026-07-28 protocol moves sampling
-// and elicitation into the results of calls (multi round-trip requests),
-// which a gateway relaying a server that asks mid-call cannot translate;
-// clients of that version fall back to the 2025-11-25 handshake, where
-// everything an upstream sends during a call can be relayed as it comes.
-var ProtocolVersions = legacyVersions()
-
-func legacyVersions() []string {
-	var out []string
-	for _, v := range mcp.SupportedProtocolVersions() {
-		if v <= "2025-11-25" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
+// the SDK, the legacy ones (2024-11-05 to 2025-11-25, with sessions) and the
+// stateless ones (2026-07-28 and later, served per request; see
+// [Front.StreamableHandler]).
+var ProtocolVersions = mcp.SupportedProtocolVersions()
 
 // ErrorMetaKey is the _meta key under which an isError result produced by
 // the gateway itself (not by the upstream tool) carries its stable code.
@@ -129,6 +128,7 @@ type Front struct {
 	metaSearch, metaCall string
 	metaTools            []*mcp.Tool
 	peers                peerSet
+	mrtr                 *mrtr
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash
@@ -164,6 +164,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		srvVis:    o.ServerVisible,
 		searcher:  o.Searcher,
 		peers:     peerSet{m: map[*mcp.ServerSession]*Peer{}},
+		mrtr:      newMRTR(o.Sealer, o.InputTimeout, o.Replica),
 		tools:     map[string]string{},
 		resources: map[string]string{},
 		templates: map[string]string{},
@@ -197,6 +198,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 			return rpcError(f.caller.Unsubscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
 		},
 		SupportedProtocolVersions: ProtocolVersions,
+		SetCacheable:              f.cacheable,
 	})
 	// sessionUse first: a session is busy for the whole of each request.
 	f.server.AddReceivingMiddleware(sessionUse, f.routeMiddleware)
@@ -219,6 +221,7 @@ func (f *Front) Scope() string { return f.scope }
 // Close stops following the catalog. Sessions already connected are closed
 // by their transports.
 func (f *Front) Close() {
+	f.mrtr.close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.unsubscribe != nil {
@@ -481,16 +484,55 @@ func (f *Front) peerCtx(ctx context.Context, ss *mcp.ServerSession) context.Cont
 	return f.withPeer(ctx, f.peers.get(ss))
 }
 
-// callTool forwards one tools/call. Failures of the gateway or of the
-// upstream's availability are reported as isError results (the model can
-// read them and react) carrying a stable code in _meta; protocol errors the
-// upstream itself returned are relayed as they are.
+// callTool serves one tools/call: forwarded as it is for a caller with a
+// session, through [Front.serveStateless] for a caller of the stateless
+// revision.
 func (f *Front) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if !statelessRequest(req) {
+		return f.forwardCall(f.peerCtx(ctx, req.Session), req, "", nil)
+	}
+	res, err := f.serveStateless(ctx, req, "tools/call", req.Params.Name, req.Params.InputResponses, req.Params.RequestState,
+		func(ctx context.Context, up string, answers mcp.InputResponseMap) (mcp.Result, error) {
+			return f.forwardCall(ctx, req, up, answers)
+		},
+		func(asks mcp.InputRequestMap, state string) mcp.Result {
+			return &mcp.CallToolResult{Content: []mcp.Content{}, InputRequests: asks, RequestState: state}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*mcp.CallToolResult), nil
+}
+
+// statelessRequest reports whether req comes from a caller of the stateless
+// revision: its _meta names that revision and no legacy handshake made its
+// session.
+func statelessRequest(req mcp.Request) bool {
+	pv, ok := req.(interface{ ProtocolVersion() string })
+	if !ok || pv.ProtocolVersion() < statelessProtocol {
+		return false
+	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if ss == nil {
+		return false
+	}
+	ip := ss.InitializeParams()
+	return ip == nil || ip.ProtocolVersion >= statelessProtocol
+}
+
+// forwardCall forwards one tools/call through the pipeline; ctx carries
+// the peer. up and answers continue a multi round-trip call of the
+// upstream's. Failures of the gateway or of the upstream's availability are
+// reported as isError results (the model can read them and react) carrying
+// a stable code in _meta; protocol errors the upstream itself returned are
+// relayed as they are.
+func (f *Front) forwardCall(ctx context.Context, req *mcp.CallToolRequest, up string, answers mcp.InputResponseMap) (*mcp.CallToolResult, error) {
 	call, err := invoke.NewCall(invoke.CallRequest{Name: req.Params.Name, Server: f.scope,
 		Arguments: req.Params.Arguments, Meta: req.Params.Meta, Identity: callerIdentity(ctx, req)})
 	var res *invoke.Result
 	if err == nil {
-		res, err = f.caller.CallTool(f.peerCtx(ctx, req.Session), call)
+		call.InputResponses, call.RequestState = answers, up
+		res, err = f.caller.CallTool(ctx, call)
 	}
 	if err == nil {
 		if res.ServedBy == "" {
@@ -639,19 +681,63 @@ func callerIdentity(ctx context.Context, req mcp.Request) authz.Identity {
 }
 
 func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-	res, err := f.caller.ReadResource(f.peerCtx(ctx, req.Session), f.scope, req.Params)
-	if err != nil {
-		return nil, rpcError(err)
+	if !statelessRequest(req) {
+		res, err := f.caller.ReadResource(f.peerCtx(ctx, req.Session), f.scope, req.Params)
+		return res, rpcError(err)
 	}
-	return res, nil
+	res, err := f.serveStateless(ctx, req, "resources/read", req.Params.URI, req.Params.InputResponses, req.Params.RequestState,
+		func(ctx context.Context, up string, answers mcp.InputResponseMap) (mcp.Result, error) {
+			p := *req.Params
+			p.InputResponses, p.RequestState = answers, up
+			res, err := f.caller.ReadResource(ctx, f.scope, &p)
+			return res, rpcError(err)
+		},
+		func(asks mcp.InputRequestMap, state string) mcp.Result {
+			return &mcp.ReadResourceResult{InputRequests: asks, RequestState: state}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*mcp.ReadResourceResult), nil
 }
 
 func (f *Front) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-	res, err := f.caller.GetPrompt(f.peerCtx(ctx, req.Session), f.scope, req.Params)
-	if err != nil {
-		return nil, rpcError(err)
+	if !statelessRequest(req) {
+		res, err := f.caller.GetPrompt(f.peerCtx(ctx, req.Session), f.scope, req.Params)
+		return res, rpcError(err)
 	}
-	return res, nil
+	res, err := f.serveStateless(ctx, req, "prompts/get", req.Params.Name, req.Params.InputResponses, req.Params.RequestState,
+		func(ctx context.Context, up string, answers mcp.InputResponseMap) (mcp.Result, error) {
+			p := *req.Params
+			p.InputResponses, p.RequestState = answers, up
+			res, err := f.caller.GetPrompt(ctx, f.scope, &p)
+			return res, rpcError(err)
+		},
+		func(asks mcp.InputRequestMap, state string) mcp.Result {
+			return &mcp.GetPromptResult{InputRequests: asks, RequestState: state}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*mcp.GetPromptResult), nil
+}
+
+// cacheable sets the caching hints of the stateless revision honestly:
+// lists filtered per caller are private, and never cached for long (the
+// catalog changes whenever an upstream's does; subscriptions/listen says
+// when); a resource keeps its upstream's hint, made private when the
+// gateway decides per caller who may read it, and never widened.
+func (f *Front) cacheable(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	switch req.(type) {
+	case *mcp.ListToolsRequest:
+		if f.visible != nil || f.metaSearch != "" {
+			c.CacheScope = "private"
+		}
+	case *mcp.ListResourcesRequest, *mcp.ListResourceTemplatesRequest, *mcp.ListPromptsRequest, *mcp.ReadResourceRequest:
+		if f.srvVis != nil {
+			c.CacheScope = "private"
+		}
+	}
 }
 
 // rpcError turns a pipeline failure into the JSON-RPC error a client sees,

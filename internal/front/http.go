@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -111,20 +112,30 @@ func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
 	if !o.Stateless {
 		store = endNotifier{EventStore: store, ended: o.Sessions.forget}
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
-		&mcp.StreamableHTTPOptions{
-			Logger:              f.logger,
-			EventStore:          store,
-			SessionTimeout:      o.SessionTimeout,
-			MaxRequestBodyBytes: o.MaxBodyBytes,
-			Stateless:           o.Stateless,
-			// The guard does the same check, with AllowedHosts on top.
-			DisableLocalhostProtection: true,
-		})
-	g := newHTTPGuard(h, o, f.logger, !o.Stateless)
-	if !o.Stateless {
-		g.sessions = o.Sessions
+	sdkHandler := func(stateless bool) http.Handler {
+		return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return f.server },
+			&mcp.StreamableHTTPOptions{
+				Logger:              f.logger,
+				EventStore:          store,
+				SessionTimeout:      o.SessionTimeout,
+				MaxRequestBodyBytes: o.MaxBodyBytes,
+				Stateless:           stateless,
+				// A stateless caller's request ends its call when it goes.
+				PropagateRequestCancellation: stateless,
+				// The guard does the same check, with AllowedHosts on top.
+				DisableLocalhostProtection: true,
+			})
 	}
+	// The SDK serves the stateless revision only on a stateless handler,
+	// and sessions only on a stateful one: one of each on the same URL,
+	// chosen per request by the guard.
+	stateless := sdkHandler(true)
+	if o.Stateless {
+		return newHTTPGuard(stateless, o, f.logger, false)
+	}
+	g := newHTTPGuard(sdkHandler(false), o, f.logger, true)
+	g.stateless = stateless
+	g.sessions = o.Sessions
 	return g
 }
 
@@ -148,6 +159,7 @@ func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
 // session id on every legacy POST but initialize, and the session caps.
 type httpGuard struct {
 	next           http.Handler
+	stateless      http.Handler     // requests of the stateless revision; nil: next serves all
 	browser        *httpguard.Guard // nil with HTTPOptions.Guarded
 	maxBody        int64
 	requireSession bool
@@ -195,10 +207,24 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method == http.MethodPost && !g.sse && !acceptsBoth(r.Header.Values("Accept")) {
+		g.reject(w, r, http.StatusBadRequest, "Accept must list both application/json and text/event-stream")
+		return
+	}
+	if g.stateless != nil && r.Header.Get(protocolVersionHeader) >= statelessProtocol {
+		g.stateless.ServeHTTP(w, r) // the SDK checks the rest (_meta, Mcp-Method, Mcp-Name)
+		return
+	}
 	var initID json.RawMessage
 	if g.requireSession && r.Method == http.MethodPost && r.Header.Get(sessionIDHeader) == "" {
-		var ok bool
-		if initID, ok = g.startsSession(w, r); !ok {
+		var ok, stateless bool
+		if initID, stateless, ok = g.startsSession(w, r); !ok {
+			return
+		}
+		if stateless && g.stateless != nil {
+			// _meta names the stateless revision but the header does not:
+			// the SDK answers with the spec's header-mismatch error.
+			g.stateless.ServeHTTP(w, r)
 			return
 		}
 	}
@@ -209,45 +235,69 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
+// acceptsBoth reports whether Accept values list both media types a
+// Streamable HTTP POST must accept (wildcards count).
+func acceptsBoth(values []string) bool {
+	var json, stream bool
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			switch mt {
+			case "*/*":
+				json, stream = true, true
+			case "application/*":
+				json = true
+			case "text/*":
+				stream = true
+			case "application/json":
+				json = true
+			case "text/event-stream":
+				stream = true
+			}
+		}
+	}
+	return json && stream
+}
+
 // startsSession reports whether a POST without a session id may go on to
 // the SDK. Under the legacy protocols only a lone initialize request may
 // start a session (an initialize must not be batched); anything else gets
 // 400, where the SDK would open a throwaway session and answer 200 with a
-// JSON-RPC error. Requests of the stateless protocol pass: they never carry
-// a session id. On false the response has been written. initID is the id
-// of the lone initialize (the only request that starts a lasting session),
-// nil for the others.
-func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) (initID json.RawMessage, ok bool) {
+// JSON-RPC error. Requests whose _meta names the stateless protocol pass
+// (stateless is true): they never carry a session id. On false the
+// response has been written. initID is the id of the lone initialize (the
+// only request that starts a lasting session), nil for the others.
+func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) (initID json.RawMessage, stateless, ok bool) {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
-		return nil, true // the SDK answers 415
-	}
-	if r.Header.Get(protocolVersionHeader) >= statelessProtocol {
-		return nil, true
+		return nil, false, true // the SDK answers 415
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			g.reject(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
-			return nil, false
+			return nil, false, false
 		}
 		g.reject(w, r, http.StatusBadRequest, "reading body: "+err.Error())
-		return nil, false
+		return nil, false, false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 
 	msgs, batch, err := peekMessages(body)
 	if err != nil {
 		g.rejectRPC(w, r, nil, jsonrpc.CodeParseError, "malformed JSON-RPC payload: "+err.Error())
-		return nil, false
+		return nil, false, false
 	}
 	for _, m := range msgs {
-		if m.isCall() && m.metaProtocol() >= statelessProtocol {
-			return nil, true
+		if m.isCall() && (m.metaProtocol() >= statelessProtocol || m.Method == "server/discover") {
+			return nil, true, true
 		}
 	}
 	if !batch && len(msgs) == 1 && msgs[0].Method == "initialize" && msgs[0].isCall() {
-		return msgs[0].ID, true
+		return msgs[0].ID, false, true
 	}
 	var id json.RawMessage
 	if !batch && len(msgs) == 1 && msgs[0].isCall() {
@@ -255,7 +305,7 @@ func (g *httpGuard) startsSession(w http.ResponseWriter, r *http.Request) (initI
 	}
 	g.rejectRPC(w, r, id, jsonrpc.CodeInvalidRequest,
 		"Bad Request: Mcp-Session-Id header is required (only a single initialize request may start a session)")
-	return nil, false
+	return nil, false, false
 }
 
 // peekedMessage is the little of a JSON-RPC message the guard looks at.

@@ -263,9 +263,24 @@ func TestHTTPGuard(t *testing.T) {
 		// speak, and an SDK client falls back to initialize.
 		{"no session: 2026-07-28 discover reaches the SDK", "", rawRequest{method: "POST", path: "/mcp",
 			body:   `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}}, 400, `"code":-32022`},
+			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}}, 200, `"supportedVersions":["2026-07-28",`},
 		{"no session: 2026-07-28 by header only", "", rawRequest{method: "POST", path: "/mcp", body: toolsListBody,
-			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}}, 400, `"code":-32022`},
+			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}}, 400, `"code":-32602`},
+		{"no session: 2026-07-28 tools/list", "", rawRequest{method: "POST", path: "/mcp",
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}}, 200, `"cacheScope":`},
+		{"no session: 2026-07-28 Mcp-Method disagrees", "", rawRequest{method: "POST", path: "/mcp",
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "prompts/list"}}, 400, `"code":-32020`},
+		{"no session: 2026-07-28 header and _meta disagree", "", rawRequest{method: "POST", path: "/mcp",
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}}, 400, `"code":-32020`},
+		{"no session: GET of the stateless revision", "", rawRequest{method: "GET", path: "/mcp",
+			header: map[string]string{"Mcp-Protocol-Version": "2026-07-28"}}, 405, ""},
+		{"POST without Accept", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
+			header: map[string]string{"Accept": "-"}}, 400, "Accept must list"},
+		{"POST accepting only JSON", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
+			header: map[string]string{"Accept": "application/json"}}, 400, "Accept must list"},
 		{"no session: 2026-07-28 by _meta only", "", rawRequest{method: "POST", path: "/mcp",
 			body: `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`}, 400, `"code":-32020`},
 		{"with session: request", "live", rawRequest{method: "POST", path: "/mcp", body: toolsListBody,
@@ -288,8 +303,9 @@ func TestHTTPGuard(t *testing.T) {
 		// Rule 5: unsupported MCP-Protocol-Version.
 		{"unsupported version with session", "live", rawRequest{method: "POST", path: "/mcp", body: toolsListBody,
 			header: map[string]string{"Mcp-Session-Id": "{session}", "Mcp-Protocol-Version": "1999-01-01"}}, 400, ""},
-		{"unsupported future version with session", "live", rawRequest{method: "POST", path: "/mcp", body: toolsListBody,
-			header: map[string]string{"Mcp-Session-Id": "{session}", "Mcp-Protocol-Version": "2099-01-01"}}, 400, `"code":-32022`},
+		{"unsupported future version with session", "live", rawRequest{method: "POST", path: "/mcp",
+			body:   `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			header: map[string]string{"Mcp-Session-Id": "{session}", "Mcp-Protocol-Version": "2099-01-01", "Mcp-Method": "tools/list"}}, 400, `"code":-32022`},
 		{"unsupported version on initialize", "", rawRequest{method: "POST", path: "/mcp", body: initializeBody,
 			header: map[string]string{"Mcp-Protocol-Version": "1999-01-01"}}, 400, ""},
 
@@ -422,9 +438,14 @@ func TestHTTPClientHappyPath(t *testing.T) {
 	tests := []struct {
 		name      string
 		transport mcp.Transport
+		opts      *mcp.ClientSessionOptions
+		version   string
 	}{
-		{"streamable", &mcp.StreamableClientTransport{Endpoint: fx.srv.URL + "/mcp", HTTPClient: fx.srv.Client(), MaxRetries: -1}},
-		{"sse", &mcp.SSEClientTransport{Endpoint: fx.srv.URL + "/sse", HTTPClient: fx.srv.Client()}},
+		// The SDK's client asks for the newest revision, served statelessly.
+		{"streamable", &mcp.StreamableClientTransport{Endpoint: fx.srv.URL + "/mcp", HTTPClient: fx.srv.Client(), MaxRetries: -1}, nil, "2026-07-28"},
+		{"streamable 2025-11-25", &mcp.StreamableClientTransport{Endpoint: fx.srv.URL + "/mcp", HTTPClient: fx.srv.Client(), MaxRetries: -1},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, "2025-11-25"},
+		{"sse", &mcp.SSEClientTransport{Endpoint: fx.srv.URL + "/sse", HTTPClient: fx.srv.Client()}, nil, "2025-11-25"},
 	}
 	type outcome struct {
 		Version string
@@ -435,7 +456,7 @@ func TestHTTPClientHappyPath(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := streamCtx(t)
 			c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-			cs, err := c.Connect(ctx, tt.transport, nil)
+			cs, err := c.Connect(ctx, tt.transport, tt.opts)
 			if err != nil {
 				t.Fatalf("connect: %v", err)
 			}
@@ -458,7 +479,7 @@ func TestHTTPClientHappyPath(t *testing.T) {
 					got.Text += tc.Text
 				}
 			}
-			want := outcome{Version: "2025-11-25", Tools: []string{"demo.echo"}, Text: `{"marker":"hi"}`}
+			want := outcome{Version: tt.version, Tools: []string{"demo.echo"}, Text: `{"marker":"hi"}`}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("session (-want +got):\n%s", diff)
 			}

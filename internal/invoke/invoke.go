@@ -176,6 +176,14 @@ type Call struct {
 	// record (seed 000).
 	TicketID string
 	TaskID   string
+
+	// InputResponses and RequestState continue a multi round-trip call
+	// (SEP-2322): the caller's answers to the input requests of the
+	// previous round and the upstream's own state from it, forwarded as
+	// they are. A call that carries them bypasses the idempotency cache:
+	// each round is a request of its own.
+	InputResponses mcp.InputResponseMap
+	RequestState   string
 }
 
 // Result is a successful round trip: the upstream's result, unchanged, and

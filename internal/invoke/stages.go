@@ -168,7 +168,7 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 		}
 	}
 	var key, fp string
-	if c.IdempotencyKey != "" && p.idem != nil {
+	if c.IdempotencyKey != "" && p.idem != nil && c.RequestState == "" && len(c.InputResponses) == 0 {
 		key, fp = c.Identity.AgentID+"\x00"+c.IdempotencyKey, fingerprint(tool.Name, c.Arguments)
 		// A replay returns the first execution's result: it is authorized
 		// like any call, except that it needs no approval token, which the
@@ -293,7 +293,8 @@ func fallbackWorthy(err error) bool {
 
 // attemptTool calls one tool with bulkhead, breaker and retries.
 func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, st *callState, t *tuning) (*Result, error) {
-	params := &mcp.CallToolParams{Meta: upstreamMeta(c.Meta), Name: tool.OriginalName}
+	params := &mcp.CallToolParams{Meta: upstreamMeta(c.Meta), Name: tool.OriginalName,
+		InputResponses: c.InputResponses, RequestState: c.RequestState}
 	if len(c.Arguments) > 0 {
 		params.Arguments = c.Arguments
 	}

@@ -31,6 +31,26 @@ type Peer interface {
 	ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 }
 
+// A StatelessPeer is a caller of the stateless revision (2026-07-28 and
+// later): it has no session of its own to receive requests on, and answers
+// input requests by repeating its request with the answers; it lives for
+// one call. An input_required result of a new-protocol server is returned
+// to it as it is rather than fulfilled; such a server gets it on the shared
+// session. Anything a classic server asks during the call goes to the
+// peer's methods, which hand it to the caller in a result of their own; a
+// classic sse/http server gets it on a session of its own for the call, so
+// that those requests are attributed to it.
+type StatelessPeer interface {
+	Peer
+	Stateless() bool
+}
+
+// stateless reports whether p is a [StatelessPeer] that says so.
+func stateless(p Peer) bool {
+	sp, ok := p.(StatelessPeer)
+	return ok && sp.Stateless()
+}
+
 type peerKey struct{}
 
 // WithPeer returns ctx carrying p. [Manager.CallTool], [Manager.ReadResource],
@@ -99,6 +119,23 @@ func canElicit(c *mcp.ClientCapabilities, mode string) bool {
 		return e.URL != nil
 	}
 	return e.Form != nil || e.URL == nil
+}
+
+// capabilitiesMeta is c in the form of the per-request _meta of the new
+// protocol. Built by hand: mcp.ClientCapabilities marshals an absent roots
+// capability as present (go-sdk #607).
+func capabilitiesMeta(c *mcp.ClientCapabilities) map[string]any {
+	m := map[string]any{}
+	if c.Sampling != nil {
+		m["sampling"] = c.Sampling
+	}
+	if c.Elicitation != nil {
+		m["elicitation"] = c.Elicitation
+	}
+	if c.RootsV2 != nil {
+		m["roots"] = c.RootsV2
+	}
+	return m
 }
 
 // peerCapabilities is what a per-peer session declares upstream: the peer's

@@ -118,7 +118,10 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 
 	r, cs, lifetime := sess.router, sess.cs, sess.ctx
 	var ps *peerSession
-	if st.perPeer {
+	// A stateless caller needs a session of its own only where the server
+	// may send requests during the call (a classic session), so that they
+	// reach it; a new-protocol server embeds them in its result.
+	if st.perPeer && !(stateless(peer) && usesNewProtocol(sess.cs)) {
 		var err error
 		if ps, err = s.acquirePeer(ctx, sess, peer); err != nil {
 			if ctx.Err() == nil && sess.ctx.Err() != nil && s.lost(ctx, sess, err) {

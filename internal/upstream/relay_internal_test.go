@@ -148,7 +148,8 @@ func TestRouterBegin(t *testing.T) {
 			peer:     a,
 			level:    "debug",
 			newProto: true,
-			want:     mcp.Meta{mcp.MetaKeyLogLevel: mcp.LoggingLevel("debug")},
+			want: mcp.Meta{mcp.MetaKeyLogLevel: mcp.LoggingLevel("debug"),
+				mcp.MetaKeyClientCapabilities: map[string]any{}},
 		},
 		{
 			name:     "the caller's log level wins",
@@ -156,7 +157,8 @@ func TestRouterBegin(t *testing.T) {
 			meta:     mcp.Meta{mcp.MetaKeyLogLevel: "error"},
 			level:    "debug",
 			newProto: true,
-			want:     mcp.Meta{mcp.MetaKeyLogLevel: "error"},
+			want: mcp.Meta{mcp.MetaKeyLogLevel: "error",
+				mcp.MetaKeyClientCapabilities: map[string]any{}},
 		},
 		{
 			name:  "no log level on a legacy session",

@@ -133,6 +133,15 @@ func (r *router) begin(c *callInfo, in mcp.Meta, level mcp.LoggingLevel, newProt
 		}
 		out[mcp.MetaKeyLogLevel] = level
 	}
+	if newProto && c.peer != nil {
+		// A new-protocol server asks only for what the client declares in
+		// the request: declare what this caller can answer, not what the
+		// gateway could relay for someone else.
+		if out == nil {
+			out = mcp.Meta{}
+		}
+		out[mcp.MetaKeyClientCapabilities] = capabilitiesMeta(peerCapabilities(c.peer))
+	}
 	return out, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -359,6 +368,9 @@ func (r *router) multiRoundTrip(next mcp.MethodHandler) mcp.MethodHandler {
 			asks, state, ok := inputRequired(res)
 			if !ok {
 				return res, nil
+			}
+			if c, _ := callFrom(ctx); c != nil && c.peer != nil && stateless(c.peer) {
+				return res, nil // the caller answers by repeating its request
 			}
 			if len(asks) == 0 { // the server sheds load: ask again
 				if shed++; shed >= maxShedRounds {

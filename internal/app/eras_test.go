@@ -1,0 +1,113 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/fixture"
+)
+
+// eraClient is a go-sdk client that samples, elicits and lists roots, and
+// counts how often it was asked.
+type eraClient struct {
+	*mcp.Client
+	asked    atomic.Int64
+	progress atomic.Int64
+}
+
+func newEraClient() *eraClient {
+	c := &eraClient{}
+	c.Client = mcp.NewClient(&mcp.Implementation{Name: "era-client", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			c.asked.Add(1)
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "forty-two"}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			c.asked.Add(1)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"username": "ada", "email": "ada@example.com"}}, nil
+		},
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { c.progress.Add(1) },
+	})
+	return c
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var text strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	return text.String()
+}
+
+// TestStatelessClientThroughGateway: a client of the 2026-07-28 revision
+// gets it from the gateway (no fallback to 2025-11-25) on /mcp and on
+// /servers/{name}/mcp, and sampling and elicitation work for it whatever
+// the server: one of the new revision (its input requests pass through, its
+// state sealed in the gateway's), one that speaks it over a classic session
+// (the server's SDK asks with requests of its own, the gateway parks the
+// call), and one written the classic way.
+func TestStatelessClientThroughGateway(t *testing.T) {
+	fx := httptest.NewServer(fixture.Handler(nil))
+	t.Cleanup(fx.Close)
+	upstreams := map[string]string{
+		"stdio-2026":    fmt.Sprintf("    transport: stdio\n    command: switchboard\n    env: {%s: \"1\"}\n    protocol_version: 2026-07-28\n", fixtureEnv),
+		"stdio-auto":    fmt.Sprintf("    transport: stdio\n    command: switchboard\n    env: {%s: \"1\"}\n", fixtureEnv),
+		"stdio-classic": fmt.Sprintf("    transport: stdio\n    command: switchboard\n    env: {%s: classic}\n", fixtureEnv),
+		"http":          fmt.Sprintf("    transport: http\n    url: %s/mcp\n", fx.URL),
+	}
+	for kind, def := range upstreams {
+		t.Run(kind, func(t *testing.T) {
+			g := startGateway(t, "servers:\n  fx:\n"+def+"    auto_start: true\n", nil)
+			for _, endpoint := range []string{"/mcp", "/servers/fx/mcp"} {
+				prefix := "fx."
+				if endpoint != "/mcp" {
+					prefix = ""
+				}
+				client := newEraClient()
+				cs, err := client.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + endpoint}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+					t.Errorf("%s: negotiated %s, want 2026-07-28", endpoint, v)
+				}
+				for _, c := range []struct {
+					tool string
+					args map[string]any
+					want string
+				}{
+					{prefix + fixture.ToolSimpleText, nil, "This is a simple text response for testing."},
+					{prefix + fixture.ToolSampling, map[string]any{"prompt": "p"}, "LLM response: forty-two"},
+					{prefix + fixture.ToolElicitation, map[string]any{"message": "m"}, `User response: action=accept, content={"email":"ada@example.com","username":"ada"}`},
+				} {
+					res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+					if err != nil {
+						t.Errorf("%s %s: %v", endpoint, c.tool, err)
+						continue
+					}
+					if got := resultText(res); res.IsError || got != c.want {
+						t.Errorf("%s %s: isError %v, %q; want %q", endpoint, c.tool, res.IsError, got, c.want)
+					}
+				}
+				if n := client.asked.Load(); n != 2 {
+					t.Errorf("%s: the client was asked %d times, want 2", endpoint, n)
+				}
+				params := &mcp.CallToolParams{Name: prefix + fixture.ToolWithProgress}
+				params.SetProgressToken("p1")
+				if _, err := cs.CallTool(t.Context(), params); err != nil {
+					t.Errorf("%s progress: %v", endpoint, err)
+				}
+				waitFor(t, "3 progress notifications", func() bool { return client.progress.Load() >= 3 })
+				cs.Close()
+			}
+		})
+	}
+}
