@@ -188,6 +188,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.front = front.New(a.cat, a.pipe, &front.Options{
 		Sealer:         sealer,
 		Replica:        a.sec.replica,
+		ReplicaAddr:    a.replicaAddr,
+		Spend:          a.spendState,
 		ToolExposure:   cfg.Front.ToolExposure,
 		Searcher:       a.disc,
 		Logger:         o.Logger,
@@ -206,6 +208,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			Server:         server,
 			Sealer:         sealer,
 			Replica:        a.sec.replica,
+			ReplicaAddr:    a.replicaAddr,
+			Spend:          a.spendState,
 			WithPeer:       withPeer,
 			Visible:        a.visible,
 			ServerVisible:  a.sec.engine.ServerAllowed,

@@ -81,6 +81,14 @@ type Options struct {
 	// Replica names this process among the gateway's replicas, in the
 	// state of calls parked here.
 	Replica string
+	// ReplicaAddr returns the base URL (http://host:port) of another
+	// replica, to pass it a retry of a call parked there. nil: retries are
+	// served where they land (one replica, or sticky routing).
+	ReplicaAddr func(ctx context.Context, replica string) (string, error)
+	// Spend records that a requestState was answered, in a record all
+	// replicas share, and reports whether this was the first time. nil: a
+	// record of this process.
+	Spend func(ctx context.Context, nonce string, expires time.Time) (first bool, err error)
 }
 
 // Keys of a tools/call's _meta that the gateway reads and removes before
@@ -129,6 +137,7 @@ type Front struct {
 	metaTools            []*mcp.Tool
 	peers                peerSet
 	mrtr                 *mrtr
+	replicaAddr          func(context.Context, string) (string, error)
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash
@@ -155,21 +164,23 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		o.WithPeer = func(ctx context.Context, _ *Peer) context.Context { return ctx }
 	}
 	f := &Front{
-		cat:       cat,
-		caller:    caller,
-		logger:    o.Logger,
-		scope:     o.Server,
-		withPeer:  o.WithPeer,
-		visible:   o.Visible,
-		srvVis:    o.ServerVisible,
-		searcher:  o.Searcher,
-		peers:     peerSet{m: map[*mcp.ServerSession]*Peer{}},
-		mrtr:      newMRTR(o.Sealer, o.InputTimeout, o.Replica),
-		tools:     map[string]string{},
-		resources: map[string]string{},
-		templates: map[string]string{},
-		prompts:   map[string]string{},
+		cat:         cat,
+		caller:      caller,
+		logger:      o.Logger,
+		scope:       o.Server,
+		withPeer:    o.WithPeer,
+		visible:     o.Visible,
+		srvVis:      o.ServerVisible,
+		searcher:    o.Searcher,
+		peers:       peerSet{m: map[*mcp.ServerSession]*Peer{}},
+		mrtr:        newMRTR(o.Sealer, o.InputTimeout, o.Replica),
+		replicaAddr: o.ReplicaAddr,
+		tools:       map[string]string{},
+		resources:   map[string]string{},
+		templates:   map[string]string{},
+		prompts:     map[string]string{},
 	}
+	f.mrtr.shared = o.Spend
 	f.server = mcp.NewServer(o.Implementation, &mcp.ServerOptions{
 		Instructions: o.Instructions,
 		// The SDK logs every session start and end at info; that is debug

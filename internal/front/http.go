@@ -131,10 +131,12 @@ func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
 	// chosen per request by the guard.
 	stateless := sdkHandler(true)
 	if o.Stateless {
-		return newHTTPGuard(stateless, o, f.logger, false)
+		g := newHTTPGuard(stateless, o, f.logger, false)
+		g.stateless, g.forward = stateless, f.forwardParked
+		return g
 	}
 	g := newHTTPGuard(sdkHandler(false), o, f.logger, true)
-	g.stateless = stateless
+	g.stateless, g.forward = stateless, f.forwardParked
 	g.sessions = o.Sessions
 	return g
 }
@@ -158,8 +160,11 @@ func (f *Front) SSEHandler(opts *HTTPOptions) http.Handler {
 // Origin check, the Host check with an allow list, (Streamable HTTP only) a
 // session id on every legacy POST but initialize, and the session caps.
 type httpGuard struct {
-	next           http.Handler
-	stateless      http.Handler     // requests of the stateless revision; nil: next serves all
+	next      http.Handler
+	stateless http.Handler // requests of the stateless revision; nil: next serves all
+	// forward passes a request to another replica when it must be served
+	// there, and reports whether it did.
+	forward        func(w http.ResponseWriter, r *http.Request, maxBody int64) bool
 	browser        *httpguard.Guard // nil with HTTPOptions.Guarded
 	maxBody        int64
 	requireSession bool
@@ -212,6 +217,9 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.stateless != nil && r.Header.Get(protocolVersionHeader) >= statelessProtocol {
+		if g.forward != nil && g.forward(w, r, g.maxBody) {
+			return
+		}
 		g.stateless.ServeHTTP(w, r) // the SDK checks the rest (_meta, Mcp-Method, Mcp-Name)
 		return
 	}

@@ -88,6 +88,7 @@ type mrtr struct {
 	sealer  Sealer
 	timeout time.Duration
 	replica string
+	shared  func(ctx context.Context, nonce string, expires time.Time) (first bool, err error)
 
 	mu     sync.Mutex
 	parked map[string]*parked
@@ -157,8 +158,33 @@ func (m *mrtr) open(value, scope, caller, method, name string) (inputState, erro
 	return st, nil
 }
 
-// spend marks an "up" state answered; a second use is a replay.
-func (m *mrtr) spend(st inputState) error {
+// peek opens a requestState without checking what it is bound to: enough
+// to know where its call is parked.
+func (m *mrtr) peek(value string) (inputState, bool) {
+	var st inputState
+	if len(value) > maxStateBytes {
+		return st, false
+	}
+	plain, sealed, err := m.sealer.Open(value)
+	if err != nil || !sealed || json.Unmarshal([]byte(plain), &st) != nil || st.V != stateVersion {
+		return st, false
+	}
+	return st, true
+}
+
+// spend marks an "up" state answered; a second use is a replay. With a
+// shared record (Options.Spend) replicas refuse each other's replays too.
+func (m *mrtr) spend(ctx context.Context, st inputState) error {
+	if m.shared != nil {
+		first, err := m.shared(ctx, st.Nonce, time.UnixMilli(st.Expires))
+		switch {
+		case err != nil:
+			return fmt.Errorf("recording the use of a requestState: %w", err)
+		case !first:
+			return errState("it was already answered; use the requestState of the latest result")
+		}
+		return nil
+	}
 	now := time.Now().UnixMilli()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -266,7 +292,7 @@ func (f *Front) serveStateless(ctx context.Context, req mcp.Request, method, nam
 		case statePark:
 			return f.resumeParked(ctx, req, st, answers, caller, method, name, build)
 		case stateUp:
-			if err := m.spend(st); err != nil {
+			if err := m.spend(ctx, st); err != nil {
 				return nil, err
 			}
 			upState = st.Up
