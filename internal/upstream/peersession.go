@@ -214,7 +214,7 @@ func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSes
 		return nil, err
 	}
 	client := newClient(s.opts.Implementation, s.log, ps.router, peerCapabilities(ps.peer), mcp.ClientOptions{})
-	cs, err := client.Connect(ctx, t, s.sessionOptions())
+	cs, err := client.Connect(ctx, t, s.peerSessionOptions())
 	if err != nil {
 		return nil, fmt.Errorf("opening a session for the client on server %q: %s", s.name, sess.redact.Error(err))
 	}

@@ -59,3 +59,20 @@ func (s *supervisor) noteHandshakeRefused(err error) {
 		}
 	}
 }
+
+// peerSessionOptions is what a session of a peer's own asks for. Under auto a
+// classic client's session asks for 2025-11-25, whatever the server's
+// newest: a server that speaks both revisions then serves it as it serves
+// that client directly (a tool that sends requests of its own works), and a
+// stateless caller's session (one per call to a classic server) asks for
+// 2025-11-25 for the same reason.
+func (s *supervisor) peerSessionOptions() *mcp.ClientSessionOptions {
+	v := s.cfg.ProtocolVersion
+	if v != "" && v != config.ProtocolAuto {
+		return &mcp.ClientSessionOptions{ProtocolVersion: v}
+	}
+	if s.askNewest.Load() {
+		return nil
+	}
+	return &mcp.ClientSessionOptions{ProtocolVersion: classicProtocol}
+}
