@@ -59,9 +59,13 @@ const (
 	maxBackoff   = time.Minute
 )
 
-// Options tune an [Index]; the zero value (or nil) is a lexical-only index.
+// Options tune an [Index]. The zero value (or nil) ranks by BM25F with the
+// WordNet semantic layer, offline; an Embedder adds semantic ranking.
 type Options struct {
-	Embedder     Embedder      // nil = lexical only
+	Embedder Embedder // nil = no embeddings
+	// LexicalOnly turns the semantic layer off: exact terms (and typo and
+	// prefix completions) only, as before it existed. For comparisons.
+	LexicalOnly  bool
 	Logger       *slog.Logger  // nil = discard
 	QueryTimeout time.Duration // embedding the query at search time; default 2s
 	RRFK         int           // reciprocal rank fusion constant, default 60
@@ -104,6 +108,7 @@ type vocabView struct {
 // briefly and never rebuild the whole index.
 type Index struct {
 	emb          Embedder
+	lex          *lexicon // nil = no semantic layer
 	log          *slog.Logger
 	queryTimeout time.Duration
 	rrfK         float64
@@ -159,6 +164,14 @@ func NewIndex(opts *Options) *Index {
 		done:         make(chan struct{}),
 	}
 	close(ix.idle)
+	if !o.LexicalOnly {
+		lx, err := defaultLexicon()
+		if err != nil {
+			// Only a broken build gets here; search still works, lexically.
+			o.Logger.Error("search: WordNet table unusable; ranking lexically", "err", err)
+		}
+		ix.lex = lx
+	}
 	if ix.emb == nil {
 		close(ix.done)
 		ix.cancel = func() {}

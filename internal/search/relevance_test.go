@@ -165,7 +165,7 @@ type ranking struct {
 // rankings are the three the issue asks figures for: lexical only, the
 // default, and the default fused with a (deterministic, test) embedder.
 var rankings = []ranking{
-	{"lexical", func() *Options { return &Options{} }},
+	{"lexical", func() *Options { return &Options{LexicalOnly: true} }},
 	{"default", func() *Options { return nil }},
 	{"hybrid", func() *Options { return &Options{Embedder: hashEmbedder{}} }},
 }
