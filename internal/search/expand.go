@@ -12,11 +12,11 @@ const (
 	// expandWeight scales every expansion against an exact match (1);
 	// unknownWeight replaces it for a word no tool uses, whose relatives are
 	// then all there is to go by.
-	expandWeight  = 0.35
-	unknownWeight = 1.0
+	expandWeight  = 0.25
+	unknownWeight = 0.6
 	// maxSenses is how many meanings of a query word are followed, most
 	// frequent first; senseDecay discounts each further one.
-	maxSenses  = 3
+	maxSenses  = 4
 	senseDecay = 0.75
 	// compoundWeight discounts the link between a word and a compound lemma
 	// it heads ("wipe" and "wipe out", "file" of "computer file").
@@ -24,7 +24,7 @@ const (
 	// glossWeight is for a word of the definition of one of the senses
 	// ("ticket": "a commercial document showing that the holder is entitled
 	// to something"...; "site": "... a series of web pages").
-	glossWeight = 0.2
+	glossWeight = 0.4
 	// maxExpansions bounds the index terms one query word adds.
 	maxExpansions = 16
 )

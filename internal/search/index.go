@@ -90,6 +90,7 @@ type docEntry struct {
 	server    string
 	skills    []string
 	live      bool
+	flags     uint8 // docReadOnly, docDestructive
 	flen      [numFields]uint16
 	terms     []uint32 // distinct term ids, for removal
 	embedText string   // only with an Embedder
@@ -319,6 +320,9 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 			flen[fName]++
 		}
 	})
+	if ix.lex != nil {
+		addAcronyms(b, orig)
+	}
 	flen[fDesc] = b.add(fDesc, d.Description)
 	for _, p := range d.Params {
 		flen[fParamName] += b.add(fParamName, p.Name)
@@ -339,6 +343,11 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 		ix.docs = append(ix.docs, docEntry{})
 	}
 	e := docEntry{name: d.Name, server: d.Server, live: true, terms: make([]uint32, 0, len(b.order))}
+	if d.ReadOnly {
+		e.flags |= docReadOnly
+	} else if d.Destructive {
+		e.flags |= docDestructive
+	}
 	if len(d.Skills) > 0 {
 		e.skills = append([]string(nil), d.Skills...)
 	}
@@ -451,8 +460,11 @@ func (ix *Index) vocabulary() *vocabView {
 	}
 	v := &vocabView{byText: make([]uint32, 0, len(ix.termIDs))}
 	for _, id := range ix.termIDs {
-		v.byText = append(v.byText, id)
 		t := ix.terms[id].text
+		if strings.HasPrefix(t, acronymMark) {
+			continue // not a word anyone types in full
+		}
+		v.byText = append(v.byText, id)
 		for len(v.byLen) <= len(t) {
 			v.byLen = append(v.byLen, nil)
 		}

@@ -111,6 +111,13 @@ func (lx *lexicon) computing(i int) bool {
 	return lx.data[lx.synDat+int(lx.u32(lx.synOffs+4*i))]&0x80 != 0
 }
 
+// has reports whether w or a base form of it is a word of the table.
+func (lx *lexicon) has(w string) bool {
+	found := false
+	lx.baseForms(w, func(int) { found = true })
+	return found
+}
+
 // uvarint decodes at *p within [*p, end).
 func (lx *lexicon) uvarint(p *int, end int) uint64 {
 	var v uint64

@@ -315,6 +315,13 @@ func TestBlindRelevance(t *testing.T) {
 	for _, rk := range rankings {
 		t.Log(got[rk.name].row(rk.name))
 	}
+	// Issue 21 asks for recall@3 0.90; WordNet gets the default to 0.458
+	// (see docs/search.md, "What the semantic layer does not know"). These
+	// floors keep what it has: a regression fails, an improvement raises them.
+	if d, l := got["default"], got["lexical"]; d.r3 < 0.45 || d.mrr < 0.41 || d.paraR3 < 0.15 || d.r3 < l.r3+0.09 {
+		t.Errorf("default: recall@3 %.3f (lexical %.3f), MRR %.3f, paraphrases %.3f; want at least 0.45 (and 0.09 over lexical), 0.41 and 0.15",
+			d.r3, l.r3, d.mrr, d.paraR3)
+	}
 }
 
 func contains(list []string, s string) bool {

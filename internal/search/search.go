@@ -74,6 +74,7 @@ type scratch struct {
 	group   int       // the group addTerm adds to
 	gmax    []float32 // per slot: best score of the current group
 	gtouch  []uint32  // slots with gmax != 0
+	hinted  []string  // servers the query names
 	top     []cand
 	sem     []cand
 }
@@ -133,6 +134,9 @@ func (ix *Index) Search(ctx context.Context, q Query) Result {
 
 	ix.parseQuery(sc, q.Text)
 	ix.scoreLexical(sc, filtered)
+	if ix.lex != nil {
+		ix.understand(sc)
+	}
 	depth := limit
 	if qvec != nil {
 		depth = max(limit, fuseDepth)
@@ -362,6 +366,19 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		}
 		if sc.grouped && !tk.whole {
 			ix.expandToken(sc, tk.raw, tk.term, ok)
+			if isAcronym(tk.raw) {
+				if id, ok := ix.termIDs[acronymMark+tk.raw]; ok {
+					sc.addTerm(id, acronymWeight)
+				}
+			}
+			// An unknown word that no dictionary has may be a truncation
+			// ("repo", "config", "env"): complete it as a prefix.
+			if !ok && i != last && len(tk.term) >= 3 && !ix.lex.has(tk.raw) {
+				if vocab == nil {
+					vocab = ix.vocabulary()
+				}
+				ix.expandPrefix(sc, vocab, tk.term)
+			}
 		}
 		if ok || tk.whole || parts > 3 || len(tk.term) < 4 {
 			continue
