@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
@@ -32,14 +33,31 @@ func corpus10k() []Doc {
 	return out
 }
 
+// benchModes are the rankings the benchmarks compare: the default (with the
+// WordNet layer) against the lexical ranking it grew from.
+var benchModes = []struct {
+	name string
+	opts *Options
+}{{"default", nil}, {"lexical", &Options{LexicalOnly: true}}}
+
 // BenchmarkSearch10k reports each search's latency percentiles over the
-// relevance queries (plus prefix and typo variants) on 10,000 tools.
+// queries of both relevance sets (plus prefix and typo variants) on 10,000
+// tools, for each ranking.
 func BenchmarkSearch10k(b *testing.B) {
-	ix := NewIndex(nil)
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) { benchSearch10k(b, m.opts) })
+	}
+}
+
+func benchSearch10k(b *testing.B, opts *Options) {
+	ix := NewIndex(opts)
 	b.Cleanup(ix.Close)
 	ix.Upsert(corpus10k()...)
 	var queries []string
 	for _, c := range loadRelevance(b) {
+		queries = append(queries, c.Query)
+	}
+	for _, c := range loadCases(b, filepath.Join("testdata", "blind", "queries.json")) {
 		queries = append(queries, c.Query)
 	}
 	queries = append(queries, "reposit", "crea", "kubernets pods", "slack", "list")
@@ -66,35 +84,43 @@ func BenchmarkSearch10k(b *testing.B) {
 // BenchmarkSearch10kFiltered is BenchmarkSearch10k with an Allow filter
 // (every document in scope is checked, as the API does for authorization).
 func BenchmarkSearch10kFiltered(b *testing.B) {
-	ix := NewIndex(nil)
-	b.Cleanup(ix.Close)
-	ix.Upsert(corpus10k()...)
-	allow := func(name string) bool { return len(name)%7 != 0 }
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		ix.Search(ctx, Query{Text: "send a message to a slack channel", Allow: allow})
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			ix := NewIndex(m.opts)
+			b.Cleanup(ix.Close)
+			ix.Upsert(corpus10k()...)
+			allow := func(name string) bool { return len(name)%7 != 0 }
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.Search(ctx, Query{Text: "send a message to a slack channel", Allow: allow})
+			}
+		})
 	}
 }
 
 // BenchmarkBuild10k indexes 10,000 tools from empty and reports the index's
 // estimated size (MemoryBytes) next to the measured live-heap growth.
 func BenchmarkBuild10k(b *testing.B) {
-	docs := corpus10k()
-	var est, heap float64
-	b.ReportAllocs()
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		ix := NewIndex(nil)
-		ix.Upsert(docs...)
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		est = float64(ix.MemoryBytes()) / (1 << 20)
-		heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
-		ix.Close()
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			docs := corpus10k()
+			var est, heap float64
+			b.ReportAllocs()
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				ix := NewIndex(m.opts)
+				ix.Upsert(docs...)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				est = float64(ix.MemoryBytes()) / (1 << 20)
+				heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
+				ix.Close()
+			}
+			b.ReportMetric(est, "MemoryBytes-MiB")
+			b.ReportMetric(heap, "heap-MiB")
+		})
 	}
-	b.ReportMetric(est, "MemoryBytes-MiB")
-	b.ReportMetric(heap, "heap-MiB")
 }

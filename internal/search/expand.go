@@ -25,6 +25,10 @@ const (
 	// ("ticket": "a commercial document showing that the holder is entitled
 	// to something"...; "site": "... a series of web pages").
 	glossWeight = 0.4
+	// commonExpansion: a related word found in more than this fraction of
+	// the tools (and more than 20) is too common to tell them apart, and
+	// would cost a long postings list for nothing.
+	commonExpansion = 0.05
 	// maxExpansions bounds the index terms one query word adds.
 	maxExpansions = 16
 )
@@ -98,13 +102,14 @@ type expansion struct {
 func (ix *Index) expandToken(sc *scratch, raw, term string, known bool) {
 	lx := ix.lex
 	sc.exp = sc.exp[:0]
+	commonDocs := max(int(commonExpansion*float64(ix.live)), 20)
 	lx.related(raw, func(word int, w float32) {
 		t := Stem(lx.word(word))
 		if t == term {
 			return
 		}
 		id, ok := ix.termIDs[t]
-		if !ok {
+		if !ok || len(ix.terms[id].postings) > commonDocs {
 			return
 		}
 		for i := range sc.exp {

@@ -8,6 +8,7 @@ package search
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -124,6 +125,7 @@ type Index struct {
 	fieldTotal  [numFields]int64
 	live        int
 	serverDocs  map[string]map[uint32]struct{}
+	serverKeys  map[string][]string // serverKey → servers, for query hints
 	pending     map[string]struct{} // names waiting for a vector
 	idle        chan struct{}       // closed while pending is empty
 	vocab       atomic.Pointer[vocabView]
@@ -160,6 +162,7 @@ func NewIndex(opts *Options) *Index {
 		byName:       make(map[string]uint32),
 		termIDs:      make(map[string]uint32),
 		serverDocs:   make(map[string]map[uint32]struct{}),
+		serverKeys:   make(map[string][]string),
 		pending:      make(map[string]struct{}),
 		idle:         make(chan struct{}),
 		done:         make(chan struct{}),
@@ -400,6 +403,10 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 	if sd == nil {
 		sd = make(map[uint32]struct{})
 		ix.serverDocs[d.Server] = sd
+		if ix.lex != nil {
+			k := serverKey(d.Server)
+			ix.serverKeys[k] = append(ix.serverKeys[k], d.Server)
+		}
 	}
 	sd[slot] = struct{}{}
 	ix.live++
@@ -435,6 +442,13 @@ func (ix *Index) removeLocked(slot uint32) {
 		delete(sd, slot)
 		if len(sd) == 0 {
 			delete(ix.serverDocs, e.server)
+			if ix.lex != nil {
+				k := serverKey(e.server)
+				ix.serverKeys[k] = slices.DeleteFunc(ix.serverKeys[k], func(s string) bool { return s == e.server })
+				if len(ix.serverKeys[k]) == 0 {
+					delete(ix.serverKeys, k)
+				}
+			}
 		}
 	}
 	delete(ix.byName, e.name)
@@ -507,6 +521,9 @@ func (ix *Index) MemoryBytes() int64 {
 	n += int64(len(ix.byName)+len(ix.termIDs)+len(ix.pending)) * mapEntry
 	for s, sd := range ix.serverDocs {
 		n += mapEntry + int64(len(s)) + int64(len(sd))*mapEntry
+	}
+	for k, ss := range ix.serverKeys {
+		n += mapEntry + int64(len(k)) + int64(cap(ss))*int64(unsafe.Sizeof(""))
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"slices"
 	"strings"
 	"sync"
 )
@@ -92,12 +93,10 @@ func (ix *Index) queryIntent(toks []qtoken) intent {
 // whether there was any.
 func (ix *Index) hintedServers(sc *scratch) bool {
 	sc.hinted = sc.hinted[:0]
-	for name := range ix.serverDocs {
-		key := serverKey(name)
-		for _, tk := range sc.toks {
-			if tk.raw == key {
-				sc.hinted = append(sc.hinted, name)
-				break
+	for _, tk := range sc.toks {
+		for _, s := range ix.serverKeys[tk.raw] {
+			if !slices.Contains(sc.hinted, s) {
+				sc.hinted = append(sc.hinted, s)
 			}
 		}
 	}
