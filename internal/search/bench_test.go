@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -121,6 +122,37 @@ func BenchmarkBuild10k(b *testing.B) {
 			}
 			b.ReportMetric(est, "MemoryBytes-MiB")
 			b.ReportMetric(heap, "heap-MiB")
+		})
+	}
+}
+
+// BenchmarkSearch10kLongQuery is the worst a caller can send through the
+// API: 1,000 characters of distinct English words (every one a WordNet
+// entry with relatives), against 10,000 tools.
+func BenchmarkSearch10kLongQuery(b *testing.B) {
+	words := strings.Fields(`delete remove erase list show find search read write create update merge
+		branch issue request file folder directory record entity memory graph node relation observation
+		message channel thread reaction user profile page browser click type press navigate screenshot
+		network console dialog form option select hover drag resize evaluate upload tab wait close
+		repository commit code review comment status history sum echo image environment resource link
+		logging subscription operation research content structure annotation picture photo video
+		document report draft typo line layout project archive backup asset size owner permission`)
+	var sb strings.Builder
+	for i := 0; sb.Len() < 990; i++ {
+		sb.WriteString(words[i%len(words)])
+		sb.WriteByte(' ')
+	}
+	q := sb.String()
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			ix := NewIndex(m.opts)
+			b.Cleanup(ix.Close)
+			ix.Upsert(corpus10k()...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.Search(ctx, Query{Text: q})
+			}
 		})
 	}
 }

@@ -364,7 +364,7 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		if ok {
 			sc.addTerm(id, 1)
 		}
-		if sc.grouped && !tk.whole {
+		if sc.grouped && !tk.whole && i < maxExpandedTokens {
 			ix.expandToken(sc, tk.raw, tk.term, ok)
 			if isAcronym(tk.raw) {
 				if id, ok := ix.termIDs[acronymMark+tk.raw]; ok {
@@ -396,6 +396,11 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		ix.expandPrefix(sc, vocab, sc.toks[last].term)
 	}
 }
+
+// maxExpandedTokens bounds the query tokens the semantic layer expands: a
+// question is a few words, and a pasted page must not cost a walk of
+// WordNet per word.
+const maxExpandedTokens = 32
 
 // repeated reports whether an earlier token has the same term.
 func repeated(toks []qtoken, term string) bool {
