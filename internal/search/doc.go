@@ -30,8 +30,10 @@ type Doc struct {
 // "properties": names + "description"s; nested objects one level deep).
 //
 // A nested property is named "parent.child", whether it sits under an object
-// parameter's "properties" or an array parameter's "items". The tool's title,
+// parameter's "properties" or an array parameter's "items"; the string
+// values of a parameter's enum follow its description. The tool's title,
 // when it adds words the description lacks, is prefixed to the description.
+// ReadOnly and Destructive come from the tool's annotations.
 func DocFromTool(name, server, serverDescription string, t *mcp.Tool, skills []string) Doc {
 	d := Doc{Name: name, Server: server, ServerDescription: serverDescription}
 	if len(skills) > 0 {
