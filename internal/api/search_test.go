@@ -136,6 +136,11 @@ func TestSearchDefaults(t *testing.T) {
 		{"limit bounds high", `{"query":"q","limit":100}`, SearchRequest{Query: "q", IncludeExternal: &yes, Limit: 100}},
 		{"1000 characters of 2 bytes", `{"query":"` + strings.Repeat("é", 1000) + `"}`,
 			SearchRequest{Query: strings.Repeat("é", 1000), IncludeExternal: &yes, Limit: 10}},
+		// Queries the index answers as it can (internal/search TestBadInput):
+		// they are the searcher's to rank, not the handler's to refuse.
+		{"non-English", `{"query":"读取文件 διάβασε"}`, SearchRequest{Query: "读取文件 διάβασε", IncludeExternal: &yes, Limit: 10}},
+		{"control characters", `{"query":"\u0000\u001b[31mlist"}`, SearchRequest{Query: "\x00\x1b[31mlist", IncludeExternal: &yes, Limit: 10}},
+		{"invalid UTF-8 in the string", "{\"query\":\"\xff\xferead\"}", SearchRequest{Query: "\ufffd\ufffdread", IncludeExternal: &yes, Limit: 10}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,6 +163,8 @@ func TestSearchValidation(t *testing.T) {
 		{"no query", `{"limit":5}`, "query"},
 		{"blank query", `{"query":"  \t "}`, "query"},
 		{"query too long", `{"query":"` + strings.Repeat("a", 1001) + `"}`, "query"},
+		{"10 KB query", `{"query":"` + strings.Repeat("find a file ", 900) + `"}`, "query"},
+		{"binary body", "\x00\x01\xff\xfe", ""},
 		{"limit zero", `{"query":"q","limit":0}`, "limit"},
 		{"limit negative", `{"query":"q","limit":-1}`, "limit"},
 		{"limit too high", `{"query":"q","limit":101}`, "limit"},

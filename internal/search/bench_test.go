@@ -3,8 +3,10 @@ package search
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,14 +34,31 @@ func corpus10k() []Doc {
 	return out
 }
 
+// benchModes are the rankings the benchmarks compare: the default (with the
+// WordNet layer) against the lexical ranking it grew from.
+var benchModes = []struct {
+	name string
+	opts *Options
+}{{"default", nil}, {"lexical", &Options{LexicalOnly: true}}}
+
 // BenchmarkSearch10k reports each search's latency percentiles over the
-// relevance queries (plus prefix and typo variants) on 10,000 tools.
+// queries of both relevance sets (plus prefix and typo variants) on 10,000
+// tools, for each ranking.
 func BenchmarkSearch10k(b *testing.B) {
-	ix := NewIndex(nil)
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) { benchSearch10k(b, m.opts) })
+	}
+}
+
+func benchSearch10k(b *testing.B, opts *Options) {
+	ix := NewIndex(opts)
 	b.Cleanup(ix.Close)
 	ix.Upsert(corpus10k()...)
 	var queries []string
 	for _, c := range loadRelevance(b) {
+		queries = append(queries, c.Query)
+	}
+	for _, c := range loadCases(b, filepath.Join("testdata", "blind", "queries.json")) {
 		queries = append(queries, c.Query)
 	}
 	queries = append(queries, "reposit", "crea", "kubernets pods", "slack", "list")
@@ -66,35 +85,74 @@ func BenchmarkSearch10k(b *testing.B) {
 // BenchmarkSearch10kFiltered is BenchmarkSearch10k with an Allow filter
 // (every document in scope is checked, as the API does for authorization).
 func BenchmarkSearch10kFiltered(b *testing.B) {
-	ix := NewIndex(nil)
-	b.Cleanup(ix.Close)
-	ix.Upsert(corpus10k()...)
-	allow := func(name string) bool { return len(name)%7 != 0 }
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		ix.Search(ctx, Query{Text: "send a message to a slack channel", Allow: allow})
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			ix := NewIndex(m.opts)
+			b.Cleanup(ix.Close)
+			ix.Upsert(corpus10k()...)
+			allow := func(name string) bool { return len(name)%7 != 0 }
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.Search(ctx, Query{Text: "send a message to a slack channel", Allow: allow})
+			}
+		})
 	}
 }
 
 // BenchmarkBuild10k indexes 10,000 tools from empty and reports the index's
 // estimated size (MemoryBytes) next to the measured live-heap growth.
 func BenchmarkBuild10k(b *testing.B) {
-	docs := corpus10k()
-	var est, heap float64
-	b.ReportAllocs()
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		ix := NewIndex(nil)
-		ix.Upsert(docs...)
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		est = float64(ix.MemoryBytes()) / (1 << 20)
-		heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
-		ix.Close()
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			docs := corpus10k()
+			var est, heap float64
+			b.ReportAllocs()
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				ix := NewIndex(m.opts)
+				ix.Upsert(docs...)
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				est = float64(ix.MemoryBytes()) / (1 << 20)
+				heap = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (1 << 20)
+				ix.Close()
+			}
+			b.ReportMetric(est, "MemoryBytes-MiB")
+			b.ReportMetric(heap, "heap-MiB")
+		})
 	}
-	b.ReportMetric(est, "MemoryBytes-MiB")
-	b.ReportMetric(heap, "heap-MiB")
+}
+
+// BenchmarkSearch10kLongQuery is the worst a caller can send through the
+// API: 1,000 characters of distinct English words (every one a WordNet
+// entry with relatives), against 10,000 tools.
+func BenchmarkSearch10kLongQuery(b *testing.B) {
+	words := strings.Fields(`delete remove erase list show find search read write create update merge
+		branch issue request file folder directory record entity memory graph node relation observation
+		message channel thread reaction user profile page browser click type press navigate screenshot
+		network console dialog form option select hover drag resize evaluate upload tab wait close
+		repository commit code review comment status history sum echo image environment resource link
+		logging subscription operation research content structure annotation picture photo video
+		document report draft typo line layout project archive backup asset size owner permission`)
+	var sb strings.Builder
+	for i := 0; sb.Len() < 990; i++ {
+		sb.WriteString(words[i%len(words)])
+		sb.WriteByte(' ')
+	}
+	q := sb.String()
+	for _, m := range benchModes {
+		b.Run(m.name, func(b *testing.B) {
+			ix := NewIndex(m.opts)
+			b.Cleanup(ix.Close)
+			ix.Upsert(corpus10k()...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				ix.Search(ctx, Query{Text: q})
+			}
+		})
+	}
 }

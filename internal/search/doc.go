@@ -3,6 +3,7 @@ package search
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -19,14 +20,20 @@ type Doc struct {
 	Params                          []Param
 	Server, ServerDescription       string
 	Skills                          []string // skill ids (boosted field)
+	// ReadOnly and Destructive are the tool's annotations (readOnlyHint,
+	// destructiveHint), set only when the tool says so: a query's intent
+	// ("show", "wipe") favours the tools that fit it.
+	ReadOnly, Destructive bool
 }
 
 // DocFromTool builds a Doc from an MCP tool definition (params from the JSON input schema's
 // "properties": names + "description"s; nested objects one level deep).
 //
 // A nested property is named "parent.child", whether it sits under an object
-// parameter's "properties" or an array parameter's "items". The tool's title,
+// parameter's "properties" or an array parameter's "items"; the string
+// values of a parameter's enum follow its description. The tool's title,
 // when it adds words the description lacks, is prefixed to the description.
+// ReadOnly and Destructive come from the tool's annotations.
 func DocFromTool(name, server, serverDescription string, t *mcp.Tool, skills []string) Doc {
 	d := Doc{Name: name, Server: server, ServerDescription: serverDescription}
 	if len(skills) > 0 {
@@ -49,6 +56,10 @@ func DocFromTool(name, server, serverDescription string, t *mcp.Tool, skills []s
 		}
 	}
 	d.Params = schemaParams(t.InputSchema)
+	if a := t.Annotations; a != nil {
+		d.ReadOnly = a.ReadOnlyHint
+		d.Destructive = !a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint
+	}
 	return d
 }
 
@@ -63,7 +74,7 @@ func schemaParams(schema any) []Param {
 	props, _ := m["properties"].(map[string]any)
 	for _, name := range sortedKeys(props) {
 		p, _ := props[name].(map[string]any)
-		out = append(out, Param{Name: name, Description: str(p["description"])})
+		out = append(out, Param{Name: name, Description: paramText(p)})
 		nested, _ := p["properties"].(map[string]any)
 		if nested == nil {
 			if items, ok := p["items"].(map[string]any); ok {
@@ -72,10 +83,33 @@ func schemaParams(schema any) []Param {
 		}
 		for _, child := range sortedKeys(nested) {
 			c, _ := nested[child].(map[string]any)
-			out = append(out, Param{Name: name + "." + child, Description: str(c["description"])})
+			out = append(out, Param{Name: name + "." + child, Description: paramText(c)})
 		}
 	}
 	return out
+}
+
+// paramText is what describes a parameter: its description and the string
+// values of its enum, which callers search by ("squash", "dark", "png").
+func paramText(p map[string]any) string {
+	text := str(p["description"])
+	enum, _ := p["enum"].([]any)
+	if items, ok := p["items"].(map[string]any); ok && enum == nil {
+		enum, _ = items["enum"].([]any)
+	}
+	var vals []string
+	for _, v := range enum {
+		if s, ok := v.(string); ok && s != "" {
+			vals = append(vals, s)
+		}
+	}
+	if len(vals) == 0 {
+		return text
+	}
+	if text != "" {
+		text += " "
+	}
+	return text + "(" + strings.Join(vals, ", ") + ")"
 }
 
 func asMap(v any) map[string]any {

@@ -8,6 +8,7 @@ package search
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -59,9 +60,13 @@ const (
 	maxBackoff   = time.Minute
 )
 
-// Options tune an [Index]; the zero value (or nil) is a lexical-only index.
+// Options tune an [Index]. The zero value (or nil) ranks by BM25F with the
+// WordNet semantic layer, offline; an Embedder adds semantic ranking.
 type Options struct {
-	Embedder     Embedder      // nil = lexical only
+	Embedder Embedder // nil = no embeddings
+	// LexicalOnly turns the semantic layer off: exact terms (and typo and
+	// prefix completions) only, as before it existed. For comparisons.
+	LexicalOnly  bool
 	Logger       *slog.Logger  // nil = discard
 	QueryTimeout time.Duration // embedding the query at search time; default 2s
 	RRFK         int           // reciprocal rank fusion constant, default 60
@@ -86,6 +91,7 @@ type docEntry struct {
 	server    string
 	skills    []string
 	live      bool
+	flags     uint8 // docReadOnly, docDestructive
 	flen      [numFields]uint16
 	terms     []uint32 // distinct term ids, for removal
 	embedText string   // only with an Embedder
@@ -104,6 +110,7 @@ type vocabView struct {
 // briefly and never rebuild the whole index.
 type Index struct {
 	emb          Embedder
+	lex          *lexicon // nil = no semantic layer
 	log          *slog.Logger
 	queryTimeout time.Duration
 	rrfK         float64
@@ -118,6 +125,7 @@ type Index struct {
 	fieldTotal  [numFields]int64
 	live        int
 	serverDocs  map[string]map[uint32]struct{}
+	serverKeys  map[string][]string // serverKey → servers, for query hints
 	pending     map[string]struct{} // names waiting for a vector
 	idle        chan struct{}       // closed while pending is empty
 	vocab       atomic.Pointer[vocabView]
@@ -154,11 +162,20 @@ func NewIndex(opts *Options) *Index {
 		byName:       make(map[string]uint32),
 		termIDs:      make(map[string]uint32),
 		serverDocs:   make(map[string]map[uint32]struct{}),
+		serverKeys:   make(map[string][]string),
 		pending:      make(map[string]struct{}),
 		idle:         make(chan struct{}),
 		done:         make(chan struct{}),
 	}
 	close(ix.idle)
+	if !o.LexicalOnly {
+		lx, err := defaultLexicon()
+		if err != nil {
+			// Only a broken build gets here; search still works, lexically.
+			o.Logger.Error("search: WordNet table unusable; ranking lexically", "err", err)
+		}
+		ix.lex = lx
+	}
 	if ix.emb == nil {
 		close(ix.done)
 		ix.cancel = func() {}
@@ -306,6 +323,9 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 			flen[fName]++
 		}
 	})
+	if ix.lex != nil {
+		addAcronyms(b, orig)
+	}
 	flen[fDesc] = b.add(fDesc, d.Description)
 	for _, p := range d.Params {
 		flen[fParamName] += b.add(fParamName, p.Name)
@@ -326,6 +346,11 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 		ix.docs = append(ix.docs, docEntry{})
 	}
 	e := docEntry{name: d.Name, server: d.Server, live: true, terms: make([]uint32, 0, len(b.order))}
+	if d.ReadOnly {
+		e.flags |= docReadOnly
+	} else if d.Destructive {
+		e.flags |= docDestructive
+	}
 	if len(d.Skills) > 0 {
 		e.skills = append([]string(nil), d.Skills...)
 	}
@@ -378,6 +403,10 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 	if sd == nil {
 		sd = make(map[uint32]struct{})
 		ix.serverDocs[d.Server] = sd
+		if ix.lex != nil {
+			k := serverKey(d.Server)
+			ix.serverKeys[k] = append(ix.serverKeys[k], d.Server)
+		}
 	}
 	sd[slot] = struct{}{}
 	ix.live++
@@ -413,6 +442,13 @@ func (ix *Index) removeLocked(slot uint32) {
 		delete(sd, slot)
 		if len(sd) == 0 {
 			delete(ix.serverDocs, e.server)
+			if ix.lex != nil {
+				k := serverKey(e.server)
+				ix.serverKeys[k] = slices.DeleteFunc(ix.serverKeys[k], func(s string) bool { return s == e.server })
+				if len(ix.serverKeys[k]) == 0 {
+					delete(ix.serverKeys, k)
+				}
+			}
 		}
 	}
 	delete(ix.byName, e.name)
@@ -438,8 +474,11 @@ func (ix *Index) vocabulary() *vocabView {
 	}
 	v := &vocabView{byText: make([]uint32, 0, len(ix.termIDs))}
 	for _, id := range ix.termIDs {
-		v.byText = append(v.byText, id)
 		t := ix.terms[id].text
+		if strings.HasPrefix(t, acronymMark) {
+			continue // not a word anyone types in full
+		}
+		v.byText = append(v.byText, id)
 		for len(v.byLen) <= len(t) {
 			v.byLen = append(v.byLen, nil)
 		}
@@ -482,6 +521,9 @@ func (ix *Index) MemoryBytes() int64 {
 	n += int64(len(ix.byName)+len(ix.termIDs)+len(ix.pending)) * mapEntry
 	for s, sd := range ix.serverDocs {
 		n += mapEntry + int64(len(s)) + int64(len(sd))*mapEntry
+	}
+	for k, ss := range ix.serverKeys {
+		n += mapEntry + int64(len(k)) + int64(cap(ss))*int64(unsafe.Sizeof(""))
 	}
 	return n
 }

@@ -49,8 +49,9 @@ const (
 
 // qterm is one weighted query term.
 type qterm struct {
-	id uint32
-	w  float32
+	id    uint32
+	w     float32
+	group int // the query word it stands for
 }
 
 // cand is a scored document slot.
@@ -68,6 +69,12 @@ type scratch struct {
 	qterms  []qterm
 	toks    []qtoken
 	typos   []typoCand
+	exp     []expansion
+	grouped bool      // terms are grouped by query word
+	group   int       // the group addTerm adds to
+	gmax    []float32 // per slot: best score of the current group
+	gtouch  []uint32  // slots with gmax != 0
+	hinted  []string  // servers the query names
 	top     []cand
 	sem     []cand
 }
@@ -127,6 +134,9 @@ func (ix *Index) Search(ctx context.Context, q Query) Result {
 
 	ix.parseQuery(sc, q.Text)
 	ix.scoreLexical(sc, filtered)
+	if ix.lex != nil {
+		ix.understand(sc)
+	}
 	depth := limit
 	if qvec != nil {
 		depth = max(limit, fuseDepth)
@@ -251,6 +261,7 @@ func (ix *Index) getScratch() *scratch {
 	}
 	if n := len(ix.docs); len(sc.acc) < n {
 		sc.acc = make([]float32, n+n/4)
+		sc.gmax = make([]float32, n+n/4)
 		sc.mark = make([]uint32, n+n/4)
 		sc.stamp = 0
 	}
@@ -323,9 +334,16 @@ func dup(prev []string, s string) bool {
 // letters expanded to vocabulary terms within edit distance 1 (2 from 8
 // letters) at a discount; and the last term completed as a prefix (the
 // caller may still be typing) at a discount.
+//
+// With the semantic layer each query word also brings the terms WordNet
+// relates to it (see expandToken), and the terms of one word form a group:
+// a document scores a word by its best term, not by the sum of them, so a
+// word with many relatives does not outweigh the others. Without it every
+// term counts on its own, as before the layer existed.
 func (ix *Index) parseQuery(sc *scratch, text string) {
 	sc.qterms = sc.qterms[:0]
 	sc.toks = sc.toks[:0]
+	sc.grouped = ix.lex != nil
 	scanTokens(text, func(raw, t string, whole bool) {
 		sc.toks = append(sc.toks, qtoken{raw, t, whole})
 	})
@@ -337,12 +355,32 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		}
 	}
 	var vocab *vocabView
-	for _, tk := range sc.toks {
-		if id, ok := ix.termIDs[tk.term]; ok {
-			sc.addTerm(id, 1)
+	for i, tk := range sc.toks {
+		sc.group = i
+		if sc.grouped && repeated(sc.toks[:i], tk.term) {
 			continue
 		}
-		if tk.whole || parts > 3 || len(tk.term) < 4 {
+		id, ok := ix.termIDs[tk.term]
+		if ok {
+			sc.addTerm(id, 1)
+		}
+		if sc.grouped && !tk.whole && i < maxExpandedTokens {
+			ix.expandToken(sc, tk.raw, tk.term, ok)
+			if isAcronym(tk.raw) {
+				if id, ok := ix.termIDs[acronymMark+tk.raw]; ok {
+					sc.addTerm(id, acronymWeight)
+				}
+			}
+			// An unknown word that no dictionary has may be a truncation
+			// ("repo", "config", "env"): complete it as a prefix.
+			if !ok && i != last && len(tk.term) >= 3 && !ix.lex.has(tk.raw) {
+				if vocab == nil {
+					vocab = ix.vocabulary()
+				}
+				ix.expandPrefix(sc, vocab, tk.term)
+			}
+		}
+		if ok || tk.whole || parts > 3 || len(tk.term) < 4 {
 			continue
 		}
 		if vocab == nil {
@@ -354,18 +392,42 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		if vocab == nil {
 			vocab = ix.vocabulary()
 		}
+		sc.group = last
 		ix.expandPrefix(sc, vocab, sc.toks[last].term)
 	}
 }
 
+// maxExpandedTokens bounds the query tokens the semantic layer expands: a
+// question is a few words, and a pasted page must not cost a walk of
+// WordNet per word.
+const maxExpandedTokens = 32
+
+// repeated reports whether an earlier token has the same term.
+func repeated(toks []qtoken, term string) bool {
+	for _, tk := range toks {
+		if tk.term == term {
+			return true
+		}
+	}
+	return false
+}
+
+// addTerm adds a query term to the current group, keeping the better
+// weight of a term already there. Ungrouped, every distinct term is a
+// group of its own.
 func (sc *scratch) addTerm(id uint32, w float32) {
 	for i := range sc.qterms {
-		if sc.qterms[i].id == id {
-			sc.qterms[i].w = max(sc.qterms[i].w, w)
+		q := &sc.qterms[i]
+		if q.id == id && (!sc.grouped || q.group == sc.group) {
+			q.w = max(q.w, w)
 			return
 		}
 	}
-	sc.qterms = append(sc.qterms, qterm{id, w})
+	g := sc.group
+	if !sc.grouped {
+		g = len(sc.qterms)
+	}
+	sc.qterms = append(sc.qterms, qterm{id, w, g})
 }
 
 func (ix *Index) expandTypo(sc *scratch, v *vocabView, t string) {
@@ -427,7 +489,7 @@ func (ix *Index) expandPrefix(sc *scratch, v *vocabView, p string) {
 // query terms' postings reach (and, when filtered, that passed the filters):
 // per document, each field's term frequency is weighted and length-normalized
 // (tf·w / (1 − b + b·len/avglen)), summed, saturated by k1 and scaled by the
-// term's idf and query weight.
+// term's idf and query weight. A group of terms adds its best term's score.
 func (ix *Index) scoreLexical(sc *scratch, filtered bool) {
 	sc.touched = sc.touched[:0]
 	if len(sc.qterms) == 0 || ix.live == 0 {
@@ -443,29 +505,55 @@ func (ix *Index) scoreLexical(sc *scratch, filtered bool) {
 		oneMinusB[f] = 1 - fieldB[f]
 		bOverAvg[f] = float32(float64(fieldB[f]) / avg)
 	}
-	for _, qt := range sc.qterms {
-		ps := ix.terms[qt.id].postings
-		df := float64(len(ps))
-		idf := float32(math.Log(1+(n-df+0.5)/(df+0.5))) * qt.w
-		for i := range ps {
-			p := &ps[i]
-			if filtered && sc.mark[p.doc] != sc.stamp {
-				continue
-			}
-			fl := &ix.docs[p.doc].flen
-			var tfw float32
-			for f := range numFields {
-				if tf := p.tf[f]; tf != 0 {
-					tfw += fieldWeight[f] * float32(tf) / (oneMinusB[f] + bOverAvg[f]*float32(fl[f]))
-				}
-			}
-			s := idf * tfw / (bm25K1 + tfw)
-			if sc.acc[p.doc] == 0 {
-				sc.touched = append(sc.touched, p.doc)
-			}
-			sc.acc[p.doc] += s
+	slices.SortStableFunc(sc.qterms, func(a, b qterm) int { return a.group - b.group })
+	for start := 0; start < len(sc.qterms); {
+		end := start + 1
+		for end < len(sc.qterms) && sc.qterms[end].group == sc.qterms[start].group {
+			end++
 		}
+		single := end-start == 1
+		for _, qt := range sc.qterms[start:end] {
+			ps := ix.terms[qt.id].postings
+			df := float64(len(ps))
+			idf := float32(math.Log(1+(n-df+0.5)/(df+0.5))) * qt.w
+			for i := range ps {
+				p := &ps[i]
+				if filtered && sc.mark[p.doc] != sc.stamp {
+					continue
+				}
+				fl := &ix.docs[p.doc].flen
+				var tfw float32
+				for f := range numFields {
+					if tf := p.tf[f]; tf != 0 {
+						tfw += fieldWeight[f] * float32(tf) / (oneMinusB[f] + bOverAvg[f]*float32(fl[f]))
+					}
+				}
+				s := idf * tfw / (bm25K1 + tfw)
+				if single {
+					sc.add(p.doc, s)
+					continue
+				}
+				if sc.gmax[p.doc] == 0 {
+					sc.gtouch = append(sc.gtouch, p.doc)
+				}
+				sc.gmax[p.doc] = max(sc.gmax[p.doc], s)
+			}
+		}
+		for _, slot := range sc.gtouch {
+			sc.add(slot, sc.gmax[slot])
+			sc.gmax[slot] = 0
+		}
+		sc.gtouch = sc.gtouch[:0]
+		start = end
 	}
+}
+
+// add adds s to a document's score.
+func (sc *scratch) add(slot uint32, s float32) {
+	if sc.acc[slot] == 0 {
+		sc.touched = append(sc.touched, slot)
+	}
+	sc.acc[slot] += s
 }
 
 // better reports whether a ranks above b: higher score, then name.
