@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"os"
+	"strings"
 	"os/signal"
 	"syscall"
 	"testing"
@@ -25,8 +26,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if os.Getenv(fixtureEnv) == "classic" {
-		if err := fixture.RunStdio(context.Background(), &fixture.Options{Classic: true}); err != nil {
+	if v := os.Getenv(fixtureEnv); v == "classic" || v == "mutable" || v == "classic-mutable" {
+		// classic: the sampling, elicitation and roots tools send requests
+		// of their own; mutable: test_mutate changes a tool (list_changed).
+		opts := &fixture.Options{Classic: strings.HasPrefix(v, "classic"), Mutable: strings.HasSuffix(v, "mutable")}
+		if err := fixture.RunStdio(context.Background(), opts); err != nil {
 			os.Exit(1)
 		}
 		os.Exit(0)

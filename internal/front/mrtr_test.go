@@ -304,3 +304,38 @@ func TestStatelessProgress(t *testing.T) {
 		t.Error("no progress notification reached the stateless client")
 	}
 }
+
+// TestStatelessListChanged: a stateless client's subscriptions/listen stream
+// hears that the tool list changed.
+func TestStatelessListChanged(t *testing.T) {
+	cat := catalog.New(nil)
+	if _, err := cat.Set(catalog.Entry{Server: "demo", Available: true, Tools: []*mcp.Tool{
+		{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f := front.New(cat, &httpCaller{}, nil)
+	t.Cleanup(f.Close)
+	srv := httptest.NewServer(f.StreamableHandler(nil))
+	t.Cleanup(srv.Close)
+	changed := make(chan struct{}, 10)
+	c := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if _, err := cat.Set(catalog.Entry{Server: "demo", Available: true, Tools: []*mcp.Tool{
+		{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		{Name: "added", InputSchema: map[string]any{"type": "object"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second): // a bound on a broken build
+		t.Fatal("no tools/list_changed on the subscriptions/listen stream")
+	}
+}
