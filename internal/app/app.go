@@ -185,8 +185,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if a.reg.keys != nil {
 		sealer = a.reg.keys
 	}
+	inputTimeout := time.Duration(cfg.Front.InputTimeoutSeconds) * time.Second
 	a.front = front.New(a.cat, a.pipe, &front.Options{
 		Sealer:         sealer,
+		InputTimeout:   inputTimeout,
 		Replica:        a.sec.replica,
 		ReplicaAddr:    a.replicaAddr,
 		Spend:          a.spendState,
@@ -207,6 +209,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: o.Version},
 			Server:         server,
 			Sealer:         sealer,
+			InputTimeout:   inputTimeout,
 			Replica:        a.sec.replica,
 			ReplicaAddr:    a.replicaAddr,
 			Spend:          a.spendState,

@@ -3,8 +3,8 @@ package app_test
 import (
 	"context"
 	"os"
-	"strings"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 

@@ -63,7 +63,7 @@ var (
 	skillsFields     = []string{"taxonomy", "classifier"}
 	skillDefFields   = []string{"id", "name", "description", "examples", "keywords"}
 	classifierFields = []string{"mode", "url", "model", "api_key_env", "batch_size", "concurrency", "timeout_seconds"}
-	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins", "max_sessions", "max_sessions_per_identity"}
+	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins", "max_sessions", "max_sessions_per_identity", "input_timeout_seconds"}
 )
 
 // skillIDRE is the syntax of skill ids: snake_case, so they read the same in
@@ -166,11 +166,19 @@ type Front struct {
 	// meta-tools switchboard.search_tools and switchboard.call_tool are listed). yaml tool_exposure;
 	// env SWITCHBOARD_TOOL_EXPOSURE overrides.
 	ToolExposure string
-	// Stateless (yaml stateless, default false) serves Streamable HTTP
-	// without sessions, so any replica behind a load balancer answers any
-	// request; server-to-client requests (sampling, elicitation) are then
-	// unavailable. See docs/deploy.md.
+	// Stateless (yaml stateless, default false) turns legacy sessions off:
+	// clients of the session revisions (up to 2025-11-25) are then served
+	// per request too, so any replica answers any request, and upstreams
+	// cannot ask them anything (sampling, elicitation, roots). Clients of
+	// the stateless revision (2026-07-28) are served per request either
+	// way. See docs/protocol.md and docs/deploy.md.
 	Stateless bool
+	// InputTimeoutSeconds (yaml input_timeout_seconds, 1..3600; 0 = unset,
+	// the front's default of 300) is how long a client of the stateless
+	// revision has to answer an input_required result: its requestState
+	// expires, and a call parked on a classic server's request is answered
+	// with an error. See docs/protocol.md.
+	InputTimeoutSeconds int
 	// AllowedHosts (yaml allowed_hosts) are Host header values, besides
 	// the listener's own addresses, that every route accepts: the names a
 	// reverse proxy or DNS forwards to the gateway. On a loopback listener
@@ -509,6 +517,8 @@ func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
 			d.boundedInt(e.value, f, 1, maxSessionsBound, &fr.MaxSessions)
 		case "max_sessions_per_identity":
 			d.boundedInt(e.value, f, 1, maxSessionsBound, &fr.MaxSessionsPerIdentity)
+		case "input_timeout_seconds":
+			d.boundedInt(e.value, f, 1, 3600, &fr.InputTimeoutSeconds)
 		default:
 			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, frontFields))
 			continue
