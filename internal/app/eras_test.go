@@ -1,8 +1,12 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -109,5 +113,57 @@ func TestStatelessClientThroughGateway(t *testing.T) {
 				cs.Close()
 			}
 		})
+	}
+}
+
+// TestStatelessLogLevel: a client of the stateless revision gets the log
+// messages of its call at the level its request's _meta names, and none
+// without one, whatever revision the upstream session speaks.
+func TestStatelessLogLevel(t *testing.T) {
+	g := startGateway(t, fmt.Sprintf(`servers:
+  n:
+    transport: stdio
+    command: switchboard
+    env: {%[1]s: "1"}
+    protocol_version: 2026-07-28
+    auto_start: true
+  c:
+    transport: stdio
+    command: switchboard
+    env: {%[1]s: classic}
+    auto_start: true
+`, fixtureEnv), nil)
+	for _, server := range []string{"n", "c"} {
+		for _, level := range []string{"debug", ""} {
+			meta := map[string]any{
+				"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+				"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+			}
+			if level != "" {
+				meta["io.modelcontextprotocol/logLevel"] = level
+			}
+			tool := server + "." + fixture.ToolWithLogging
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+				"params": map[string]any{"name": tool, "arguments": map[string]any{}, "_meta": meta}})
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, g.url()+"/mcp", bytes.NewReader(body))
+			for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+				"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool} {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			got := strings.Count(string(b), `"notifications/message"`)
+			want := 3
+			if level == "" {
+				want = 0
+			}
+			if got != want {
+				t.Errorf("%s with logLevel %q: %d log messages, want %d; response:\n%s", server, level, got, want, b)
+			}
+		}
 	}
 }

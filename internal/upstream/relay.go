@@ -134,6 +134,16 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 		}
 		r, cs, lifetime = ps.router, ps.cs, ps.ctx
 	}
+	if lvl, ok := spec.meta[mcp.MetaKeyLogLevel]; ok && peer != nil && stateless(peer) && !usesNewProtocol(cs) {
+		// A stateless caller names its log level per request; a classic
+		// session has one level, set by logging/setLevel (on a shared
+		// stdio session the last caller's wins, as for classic callers).
+		if l, _ := lvl.(string); l != "" {
+			if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(l)}); err != nil {
+				s.log.Debug("setting the upstream log level for a stateless caller", "error", sess.redact.Error(err))
+			}
+		}
+	}
 	meta, end := r.begin(info, spec.meta, s.level(peer), usesNewProtocol(cs))
 	sent = true
 	res, err := runOn(ctx, lifetime, cs, meta, call)
