@@ -53,8 +53,10 @@ func (rc *relayClient) options(tag string) *mcp.ClientOptions {
 }
 
 // TestEverythingRelay is G3: server-everything's sampling, elicitation and
-// progress tools work end to end through the gateway from a go-sdk client,
-// with the upstream over stdio and over Streamable HTTP.
+// progress tools work end to end through the gateway from a go-sdk client
+// of either revision (2026-07-28 gets them as input_required results, the
+// classic server asking with requests of its own), with the upstream over
+// stdio and over Streamable HTTP.
 func TestEverythingRelay(t *testing.T) {
 	js := everythingPath(t)
 	httpPort := startEverythingHTTP(t, "streamableHttp")
@@ -71,11 +73,15 @@ servers:
     auto_start: true
 `, js, httpPort)
 	g := startGateway(t, yaml, nil)
-	for _, server := range []string{"evs", "evh"} {
-		t.Run(server, func(t *testing.T) {
+	for _, tc := range []struct{ server, revision string }{
+		{"evs", "2026-07-28"}, {"evh", "2026-07-28"}, {"evs", "2025-11-25"}, {"evh", "2025-11-25"},
+	} {
+		server := tc.server
+		t.Run(server+"/"+tc.revision, func(t *testing.T) {
 			rc := &relayClient{}
 			c := mcp.NewClient(&mcp.Implementation{Name: "relay-test", Version: "1"}, rc.options(server))
-			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp"}, nil)
+			cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp"},
+				&mcp.ClientSessionOptions{ProtocolVersion: tc.revision})
 			if err != nil {
 				t.Fatal(err)
 			}
