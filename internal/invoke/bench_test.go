@@ -48,12 +48,24 @@ func auditCases() []struct {
 	}
 }
 
+// handOffRecorder takes records and their derivations and drops both: what
+// is left of the audit in the call's path when the writer does the rest.
+type handOffRecorder struct{}
+
+func (handOffRecorder) Record(audit.Record) bool                              { return true }
+func (handOffRecorder) RecordDeferred(audit.Record, func(*audit.Record)) bool { return true }
+func (handOffRecorder) RecordSyncDeferred(context.Context, audit.Record, func(*audit.Record)) error {
+	return nil
+}
+
 // BenchmarkFinish is the audit path of one answered call: what
 // Pipeline.finish does after the upstream answered. "queued" is the
 // request path with audit_durability async (the record handed to the
-// recorder); "durable" waits until the recorder's writer has handed the
-// record to the sink, as the default does (group commit of one: the
-// benchmark calls one at a time).
+// recorder, whose writer works meanwhile on the other core); "durable"
+// waits until the recorder's writer has handed the record to the sink, as
+// the default does (group commit of one: the benchmark calls one at a
+// time); "call-path" is only what stays on the call's path, the writer's
+// share dropped.
 func BenchmarkFinish(b *testing.B) {
 	red, err := audit.NewRedactor(nil)
 	if err != nil {
@@ -62,6 +74,16 @@ func BenchmarkFinish(b *testing.B) {
 	tool := catalog.Tool{Name: "db.query", Server: "db", OriginalName: "query"}
 	st := &callState{attempts: 1, decision: authz.Decision{Allow: true, Rule: "grant:g1", Revision: 3}}
 	for _, c := range auditCases() {
+		b.Run(c.name+"/call-path", func(b *testing.B) {
+			p := New(catalog.New(nil), nil, &Options{Recorder: handOffRecorder{}, Redactor: red})
+			call := Call{Name: tool.Name, Arguments: c.args, CorrelationID: "c-1",
+				Identity: authz.Identity{ID: "key:1", AgentID: "agent"}}
+			res := &Result{CallToolResult: c.res, Tool: tool}
+			b.ReportAllocs()
+			for b.Loop() {
+				p.finish(call, tool, st, res, nil, time.Millisecond)
+			}
+		})
 		for _, durable := range []bool{false, true} {
 			mode := "queued"
 			if durable {
