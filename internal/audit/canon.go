@@ -33,6 +33,7 @@ const maxPooledBuf = 64 << 10
 // scratch is the reusable memory of one canonicalization.
 type scratch struct {
 	members []member
+	order   []int32  // of members, while sorting
 	bufs    [][]byte // free buffers
 }
 
@@ -353,11 +354,18 @@ func (p *parser) sortMembers(dst []byte, body int, ms []member) []byte {
 		return dst
 	}
 	tmp := append(p.s.buf(), dst[body:]...)
-	slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	// Sort indexes, not members: moving members (which hold a slice)
+	// costs write barriers.
+	order := p.s.order[:0]
+	for i := range ms {
+		order = append(order, int32(i))
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(ms[a].key, ms[b].key) })
 	dst = dst[:body]
 	n := 0
-	for i, m := range ms {
-		if i+1 < len(ms) && bytes.Equal(m.key, ms[i+1].key) {
+	for i, j := range order {
+		m := ms[j]
+		if i+1 < len(order) && bytes.Equal(m.key, ms[order[i+1]].key) {
 			continue // a later member with the same key wins
 		}
 		if n > 0 {
@@ -366,6 +374,7 @@ func (p *parser) sortMembers(dst []byte, body int, ms []member) []byte {
 		dst = append(dst, tmp[m.start-body:m.end-body]...)
 		n++
 	}
+	p.s.order = order
 	p.s.free(tmp)
 	return dst
 }
@@ -406,6 +415,9 @@ func (p *parser) str() (s []byte, simple bool, ok bool) {
 	start := i
 	simple = true
 	for {
+		for i < len(src) && plain[src[i]] {
+			i++
+		}
 		if i >= len(src) {
 			return nil, false, false
 		}
@@ -447,6 +459,15 @@ func (p *parser) str() (s []byte, simple bool, ok bool) {
 		}
 	}
 }
+
+// plain marks the bytes a string copies as they are: ASCII other than
+// control bytes, quote and backslash.
+var plain = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // getu4 decodes \uXXXX at the start of s, or returns -1 (encoding/json's).
 func getu4(s []byte) rune {
@@ -533,7 +554,7 @@ func appendString(dst, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= ' ' && b != '"' && b != '\\' {
+			if plain[b] {
 				i++
 				continue
 			}

@@ -269,17 +269,21 @@ func (r *Redactor) Summary(v any, maxRunes int) string {
 // truncateRunes is at most maxRunes runes of b, the last of which is "…"
 // when it was cut.
 func truncateRunes(b []byte, maxRunes int) string {
-	if utf8.RuneCount(b) <= maxRunes {
+	if len(b) <= maxRunes { // no more runes than bytes
 		return string(b)
 	}
-	n := 0
-	for i := 0; i < len(b); {
+	// Find where rune maxRunes-1 starts, and whether there is more
+	// than one rune from there on, without counting the whole of b.
+	cut, n := -1, 0
+	for i := 0; i < len(b); n++ {
 		if n == maxRunes-1 {
-			return string(b[:i]) + "…"
+			cut = i
+		}
+		if n == maxRunes {
+			return string(b[:cut]) + "…"
 		}
 		_, size := utf8.DecodeRune(b[i:])
 		i += size
-		n++
 	}
 	return string(b)
 }
