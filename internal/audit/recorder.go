@@ -26,8 +26,10 @@ type Sink interface {
 
 // Options tune a [Recorder]. The zero value of every field means its default.
 type Options struct {
-	// QueueSize bounds the records waiting to be written (default 10000).
-	// When it is full, Record drops rather than slow the call down.
+	// QueueSize bounds the records waiting to be written (default 10000),
+	// besides the batch being stored and the next one being prepared (at
+	// most BatchSize each). When it is full, Record drops rather than
+	// slow the call down.
 	QueueSize int
 	// BatchSize bounds the records passed to one WriteAudit (default 256).
 	BatchSize int
@@ -92,9 +94,15 @@ var ErrDropped = errors.New("audit records dropped")
 // the order they were recorded. [Recorder.Record] never blocks, so auditing
 // can never slow down or fail a tool call: when the queue is full the record
 // is dropped and counted instead. [Recorder.RecordSync] is the durable
-// alternative for callers that must wait until their row is stored. A
-// Recorder owns two goroutines (writer and, with Retention, purger); its
-// owner must call [Recorder.Close]. All methods are safe for concurrent use.
+// alternative for callers that must wait until their row is stored. The
+// Deferred variants of both leave the costly fields of a record (hash,
+// summary) to the writer, off the caller's path.
+//
+// A Recorder owns three goroutines: the writer, which batches records and
+// derives deferred fields; the committer, which hands batches to the sink
+// one at a time, so that the writer prepares the next batch while the
+// previous one is being stored; and, with Retention, the purger. Its owner
+// must call [Recorder.Close]. All methods are safe for concurrent use.
 type Recorder struct {
 	sink     Sink
 	queue    chan entry
@@ -146,9 +154,11 @@ type Recorder struct {
 // entry is a queued record. res is nil for [Recorder.Record]; for
 // [Recorder.RecordSync] it receives the outcome of the batch holding the
 // record (buffered, so the writer never waits for a caller that gave up).
+// derive, if set, fills the record's deferred fields before it is batched.
 type entry struct {
-	rec Record
-	res chan error
+	rec    Record
+	res    chan error
+	derive func(*Record)
 }
 
 // NewRecorder starts a Recorder writing to sink. A nil opts means defaults.
@@ -230,6 +240,18 @@ func NewRecorder(sink Sink, opts *Options) *Recorder {
 // most one warning per 10s, with the count) when the queue is full or the
 // Recorder is closed.
 func (r *Recorder) Record(rec Record) bool {
+	return r.RecordDeferred(rec, nil)
+}
+
+// RecordDeferred is [Recorder.Record] for a record some of whose fields
+// (typically ParamsHash and ResultSummary, whose redaction is the costly
+// part of auditing a call) are derived by derive, which the writer runs
+// just before it batches the record: the caller pays only for handing the
+// material over. derive must read only data nobody modifies any more (the
+// caller's own copies), must not block, and must not touch the fields
+// Record fills. A panic in derive is logged and leaves the fields empty;
+// the record is still written. A nil derive makes this Record.
+func (r *Recorder) RecordDeferred(rec Record, derive func(*Record)) bool {
 	r.fill(&rec)
 	r.mu.Lock()
 	if r.closed {
@@ -238,7 +260,7 @@ func (r *Recorder) Record(rec Record) bool {
 		return false
 	}
 	select {
-	case r.queue <- entry{rec: rec}:
+	case r.queue <- entry{rec: rec, derive: derive}:
 		r.accepted.Add(1)
 		r.mu.Unlock()
 		r.reportDepth()
@@ -264,6 +286,15 @@ func (r *Recorder) Record(rec Record) bool {
 // wraps the sink's too), ctx ended during such a direct write, or the
 // Recorder is closed.
 func (r *Recorder) RecordSync(ctx context.Context, rec Record) error {
+	return r.RecordSyncDeferred(ctx, rec, nil)
+}
+
+// RecordSyncDeferred is [Recorder.RecordSync] with derive as in
+// [Recorder.RecordDeferred]: it returns once the record, derived fields
+// included, is stored. The durable part is the write: derive runs on the
+// writer while the committer may be storing the batch before, and
+// concurrent callers' records are derived and committed together.
+func (r *Recorder) RecordSyncDeferred(ctx context.Context, rec Record, derive func(*Record)) error {
 	r.fill(&rec)
 	res := make(chan error, 1)
 	r.mu.Lock()
@@ -273,7 +304,7 @@ func (r *Recorder) RecordSync(ctx context.Context, rec Record) error {
 		return fmt.Errorf("recording audit record: %w: recorder closed", ErrDropped)
 	}
 	select {
-	case r.queue <- entry{rec: rec, res: res}:
+	case r.queue <- entry{rec: rec, res: res, derive: derive}:
 		r.accepted.Add(1)
 		r.mu.Unlock()
 		r.reportDepth()
@@ -281,6 +312,7 @@ func (r *Recorder) RecordSync(ctx context.Context, rec Record) error {
 		r.direct.Add(1)
 		r.mu.Unlock()
 		defer r.direct.Done()
+		r.derive(&rec, derive)
 		return r.writeDirect(ctx, rec)
 	}
 	select {
@@ -326,6 +358,24 @@ func (r *Recorder) fill(rec *Record) {
 	if rec.Replica == "" {
 		rec.Replica = r.replica
 	}
+}
+
+// derive runs fn on rec, if set. A panic would otherwise kill the writer
+// and with it every later record; it costs this record its derived fields.
+func (r *Recorder) derive(rec *Record, fn func(*Record)) {
+	if fn == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			// Not the panic value: it may hold what was being redacted.
+			r.logger.Error("deriving audit record fields panicked; written without them",
+				"correlation_id", rec.CorrelationID, "operation", rec.Operation)
+		}
+	}()
+	d := *rec
+	fn(&d)
+	*rec = d
 }
 
 // drop counts one record dropped by Record and warns at most once per
@@ -467,63 +517,92 @@ func (r *Recorder) Close(ctx context.Context) error {
 	return nil
 }
 
-// write is the writer goroutine: it batches the queue in order and hands
-// each batch to the sink.
+// batch is records the writer prepared, with the RecordSync callers
+// waiting for them, on their way to the committer.
+type batch struct {
+	recs    []Record
+	waiters []chan error
+}
+
+// write is the writer goroutine: it takes records from the queue in order,
+// derives their deferred fields and groups them into batches for the
+// committer, which it owns. A batch goes to the committer when it is full,
+// when a RecordSync caller or Flush waits for it, or FlushInterval after
+// its first record; while the committer is storing one batch, the next one
+// keeps growing (group commit) and its records are prepared meanwhile.
 func (r *Recorder) write() {
+	commits := make(chan batch) // unbuffered: taken when the committer is idle
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		for b := range commits {
+			r.writeBatch(b.recs, b.waiters)
+		}
+	}()
+	defer func() {
+		close(commits)
+		<-committed
+	}()
+
 	timer := time.NewTimer(r.flushInterval)
 	timer.Stop()
 	defer timer.Stop()
 	var (
-		batch   []Record
-		waiters []chan error // RecordSync callers of the records in batch
+		cur   batch
+		ready bool // cur goes to the committer as soon as it is idle
 	)
-	// add appends e and writes the batch when it is full.
-	add := func(e entry) {
-		batch = append(batch, e.rec)
-		if e.res != nil {
-			waiters = append(waiters, e.res)
-		}
-		if len(batch) >= r.batchSize {
-			r.writeBatch(batch, waiters)
-			batch, waiters = nil, nil
-		}
-	}
-	// flush writes the partial batch, if any.
-	flush := func() {
+	// commit hands cur to the committer, waiting for it if it is busy.
+	commit := func() {
 		timer.Stop()
-		if len(batch) > 0 {
-			r.writeBatch(batch, waiters)
-			batch, waiters = nil, nil
+		if len(cur.recs) > 0 {
+			commits <- cur
+		}
+		cur, ready = batch{}, false
+	}
+	// add prepares e and appends it, committing the batch when it is full.
+	add := func(e entry) {
+		if len(cur.recs) == 0 {
+			timer.Reset(r.flushInterval)
+		}
+		r.derive(&e.rec, e.derive)
+		cur.recs = append(cur.recs, e.rec)
+		if e.res != nil {
+			cur.waiters = append(cur.waiters, e.res)
+		}
+		if len(cur.recs) >= r.batchSize {
+			commit()
 		}
 	}
-	// flushQueued writes the partial batch and what is queued now. It
+	// takeQueued adds what is queued now and marks the batch ready. It
 	// takes only what is queued now: the records a Flush or RecordSync
 	// waits for are ahead, and a busy producer must not keep the writer
 	// draining for ever.
-	flushQueued := func() {
+	takeQueued := func() {
 		for range len(r.queue) {
 			add(<-r.queue)
 		}
-		flush()
+		ready = len(cur.recs) > 0
 	}
 	for {
+		var send chan batch
+		if ready {
+			send = commits
+		}
 		select {
+		case send <- cur:
+			timer.Stop()
+			cur, ready = batch{}, false
 		case e := <-r.queue:
-			if len(batch) == 0 {
-				timer.Reset(r.flushInterval)
-			}
 			add(e)
 			if e.res != nil {
-				// Group commit: a caller is waiting, so write now, and
-				// take along whoever queued while the last write ran.
-				flushQueued()
-			} else if len(batch) == 0 {
-				timer.Stop()
+				// Group commit: a caller is waiting, so commit as soon
+				// as the committer is free, with whoever queued by then.
+				takeQueued()
 			}
 		case <-timer.C:
-			flush()
+			ready = len(cur.recs) > 0
 		case <-r.flushReq:
-			flushQueued()
+			takeQueued()
 		case <-r.quit:
 			// Record sends nothing after Close set closed, so emptying
 			// the queue once is enough.
@@ -532,7 +611,7 @@ func (r *Recorder) write() {
 				case e := <-r.queue:
 					add(e)
 				default:
-					flush()
+					commit()
 					return
 				}
 			}

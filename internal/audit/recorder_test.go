@@ -284,13 +284,18 @@ func TestRecorderOverflowNeverBlocks(t *testing.T) {
 		OnOverflow: func() { overflows.Add(1) },
 	})
 
-	// The writer takes the first record and blocks in the sink.
+	// The committer takes the first record and blocks in the sink; the
+	// writer takes the second as the next batch and waits for it.
 	if !r.Record(Record{CorrelationID: "0"}) {
 		t.Fatal("first Record = false")
 	}
 	<-sink.entered
+	if !r.Record(Record{CorrelationID: "1"}) {
+		t.Fatal("second Record = false")
+	}
+	waitQueueEmpty(t, r)
 	var got []bool
-	for i := 1; i <= 6; i++ {
+	for i := 2; i <= 7; i++ {
 		got = append(got, r.Record(Record{CorrelationID: fmt.Sprint(i)}))
 	}
 	if diff := cmp.Diff([]bool{true, true, true, true, false, false}, got); diff != "" {
@@ -302,8 +307,8 @@ func TestRecorderOverflowNeverBlocks(t *testing.T) {
 	if n := overflows.Load(); n != 2 {
 		t.Errorf("OnOverflow calls = %d, want 2", n)
 	}
-	if d := r.Depth(); d != 5 {
-		t.Errorf("Depth = %d, want 5", d)
+	if d := r.Depth(); d != 6 {
+		t.Errorf("Depth = %d, want 6", d)
 	}
 
 	close(sink.release)
@@ -314,7 +319,7 @@ func TestRecorderOverflowNeverBlocks(t *testing.T) {
 	for _, rec := range sink.written() {
 		ids = append(ids, rec.CorrelationID)
 	}
-	if diff := cmp.Diff([]string{"0", "1", "2", "3", "4"}, ids); diff != "" {
+	if diff := cmp.Diff([]string{"0", "1", "2", "3", "4", "5"}, ids); diff != "" {
 		t.Errorf("written (-want +got):\n%s", diff)
 	}
 	// One warning for the first drop; the second drop is within 10s and is

@@ -121,8 +121,9 @@ func TestRecordSyncContextEnds(t *testing.T) {
 	}
 }
 
-// fullRecorder returns a Recorder whose writer is stuck in the sink with
-// record "0" and whose one-slot queue holds record "1".
+// fullRecorder returns a Recorder whose committer is stuck in the sink with
+// record "0", whose writer holds record "1" (the next batch, waiting for
+// the committer) and whose one-slot queue holds record "2".
 func fullRecorder(t *testing.T, sink *fakeSink, opts *Options) *Recorder {
 	t.Helper()
 	opts.QueueSize, opts.BatchSize = 1, 1
@@ -132,10 +133,26 @@ func fullRecorder(t *testing.T, sink *fakeSink, opts *Options) *Recorder {
 	if !r.Record(Record{CorrelationID: "1"}) {
 		t.Fatal("Record(1) = false, want it queued")
 	}
-	if r.Record(Record{CorrelationID: "2"}) {
-		t.Fatal("Record(2) = true, want the queue full")
+	waitQueueEmpty(t, r)
+	if !r.Record(Record{CorrelationID: "2"}) {
+		t.Fatal("Record(2) = false, want it queued")
+	}
+	if r.Record(Record{CorrelationID: "3"}) {
+		t.Fatal("Record(3) = true, want the queue full")
 	}
 	return r
+}
+
+// waitQueueEmpty waits until the writer has taken every queued record.
+func waitQueueEmpty(t *testing.T, r *Recorder) {
+	t.Helper()
+	for len(r.queue) > 0 {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the writer never took the queued records")
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 func TestRecordSyncQueueFull(t *testing.T) {
@@ -161,10 +178,10 @@ func TestRecordSyncQueueFull(t *testing.T) {
 	}
 	got := correlationIDs(sink.written())
 	slices.Sort(got)
-	if diff := cmp.Diff([]string{"0", "1", "sync"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"0", "1", "2", "sync"}, got); diff != "" {
 		t.Errorf("written (-want +got):\n%s", diff)
 	}
-	if d := r.Dropped(); d != 1 { // record "2", from Record
+	if d := r.Dropped(); d != 1 { // record "3", from Record
 		t.Errorf("Dropped = %d, want 1", d)
 	}
 }
@@ -190,12 +207,12 @@ func TestRecordSyncQueueFullContextEnds(t *testing.T) {
 	if err := r.Flush(t.Context()); err != nil {
 		t.Fatalf("Flush: %v", err)
 	}
-	if diff := cmp.Diff([]string{"0", "1"}, correlationIDs(sink.written())); diff != "" {
+	if diff := cmp.Diff([]string{"0", "1", "2"}, correlationIDs(sink.written())); diff != "" {
 		t.Errorf("written (-want +got):\n%s", diff)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if d := r.Dropped(); d != 2 || overflows != 2 { // "2" from Record, and "sync"
+	if d := r.Dropped(); d != 2 || overflows != 2 { // "3" from Record, and "sync"
 		t.Errorf("Dropped = %d, OnOverflow calls = %d; want 2, 2", d, overflows)
 	}
 }

@@ -42,10 +42,13 @@ const maxDepth = 10000
 // audit log. Keys are inspected, and strings that hold a JSON object or
 // array (tool results often carry JSON as text) are redacted as JSON; free
 // text is not scanned: matching "Bearer …" inside prose would be guesswork,
-// and the log stores a hash of the arguments, not the arguments. A Redactor
-// is immutable and safe for concurrent use.
+// and the log stores a hash of the arguments, not the arguments. JSON text
+// (arguments, results, strings holding JSON) is redacted as text, without
+// building a decoded value, and keys are matched against the patterns
+// expanded once into words where that is possible (see keyMatcher). A
+// Redactor is immutable and safe for concurrent use.
 type Redactor struct {
-	re *regexp.Regexp
+	keys *keyMatcher
 }
 
 // NewRedactor compiles patterns as case-insensitive regular expressions
@@ -57,7 +60,7 @@ func NewRedactor(patterns []string) (*Redactor, error) {
 		patterns = DefaultRedactPatterns
 	}
 	if len(patterns) == 0 {
-		return &Redactor{}, nil
+		return &Redactor{keys: newKeyMatcher(nil)}, nil
 	}
 	var errs []error
 	parts := make([]string, 0, len(patterns))
@@ -79,12 +82,12 @@ func NewRedactor(patterns []string) (*Redactor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("combining redact patterns: %w", err)
 	}
-	return &Redactor{re: re}, nil
+	return &Redactor{keys: newKeyMatcher(re)}, nil
 }
 
 // sensitive reports whether the value under key must be redacted.
 func (r *Redactor) sensitive(key string) bool {
-	return r.re != nil && r.re.MatchString(key)
+	return r.keys.match(key)
 }
 
 // Redact returns a deep copy of v, a decoded JSON value (map[string]any,
@@ -143,8 +146,6 @@ func (r *Redactor) redact(v any, depth int) any {
 	}
 }
 
-// decode parses exactly one JSON value, keeping numbers exact. Empty input
-// decodes to nil, as a nil json.RawMessage encodes to null.
 // redactString redacts a string holding a JSON object or array, as tool
 // results often carry JSON as text: a secret under a sensitive key inside it
 // must not escape because it was serialized once more.
@@ -153,17 +154,15 @@ func (r *Redactor) redactString(s string, depth int) any {
 	if len(t) < 2 || (t[0] != '{' && t[0] != '[') {
 		return s
 	}
-	d, ok := decode([]byte(t))
+	b, ok := r.canonical(nil, []byte(t), depth+1)
 	if !ok {
 		return s
-	}
-	b, err := encode(r.redact(d, depth+1))
-	if err != nil {
-		return Unparseable
 	}
 	return string(b)
 }
 
+// decode parses exactly one JSON value, keeping numbers exact. Empty input
+// decodes to nil, as a nil json.RawMessage encodes to null.
 func decode(raw []byte) (any, bool) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, true
@@ -199,12 +198,8 @@ func encode(v any) ([]byte, error) {
 // equal bytes whatever their key order. Empty input gives null; input that
 // is not exactly one JSON value gives the JSON string [Unparseable].
 func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
-	v, ok := decode(raw)
+	out, ok := r.canonical(nil, raw, 0)
 	if !ok {
-		return unparseableJSON()
-	}
-	out, err := encode(r.redact(v, 0))
-	if err != nil {
 		return unparseableJSON()
 	}
 	return out
@@ -220,11 +215,18 @@ func unparseableJSON() json.RawMessage {
 // nor reveals a secret value. Empty or null args hash as "{}", so a call
 // without arguments and one with an empty object look the same.
 func (r *Redactor) ParamsHash(args json.RawMessage) string {
-	canon := r.RedactJSON(args)
-	if string(canon) == "null" {
-		canon = json.RawMessage("{}")
+	s := scratchPool.Get().(*scratch)
+	defer s.release()
+	buf := s.buf()
+	canon, ok := r.canonicalWith(s, buf, args, 0)
+	switch {
+	case !ok:
+		canon = append(canon, unparseableJSON()...)
+	case string(canon) == "null":
+		canon = append(canon[:0], "{}"...)
 	}
 	sum := sha256.Sum256(canon)
+	s.free(canon)
 	return hex.EncodeToString(sum[:])
 }
 
@@ -240,27 +242,48 @@ func (r *Redactor) Summary(v any, maxRunes int) string {
 	if v == nil {
 		return ""
 	}
-	if raw, ok := v.(json.RawMessage); ok && len(bytes.TrimSpace(raw)) == 0 {
-		return ""
+	if raw, ok := v.(json.RawMessage); ok {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			return ""
+		}
+		// Redacted as text: decoding it into a value only to encode that
+		// again was most of the audit's cost per call. The depth is the
+		// one Redact gives a RawMessage's decoded value.
+		s := scratchPool.Get().(*scratch)
+		defer s.release()
+		out, ok := r.canonicalWith(s, s.buf(), raw, 1)
+		if !ok {
+			out = append(out[:0], unparseableJSON()...)
+		}
+		sum := truncateRunes(out, maxRunes)
+		s.free(out)
+		return sum
 	}
 	out, err := encode(r.Redact(v))
 	if err != nil {
 		out = unparseableJSON()
 	}
-	return truncateRunes(string(out), maxRunes)
+	return truncateRunes(out, maxRunes)
 }
 
-// truncateRunes cuts s to at most maxRunes runes, ending in "…" when cut.
-func truncateRunes(s string, maxRunes int) string {
-	if utf8.RuneCountInString(s) <= maxRunes {
-		return s
+// truncateRunes is at most maxRunes runes of b, the last of which is "…"
+// when it was cut.
+func truncateRunes(b []byte, maxRunes int) string {
+	if len(b) <= maxRunes { // no more runes than bytes
+		return string(b)
 	}
-	n := 0
-	for i := range s {
+	// Find where rune maxRunes-1 starts, and whether there is more
+	// than one rune from there on, without counting the whole of b.
+	cut, n := -1, 0
+	for i := 0; i < len(b); n++ {
 		if n == maxRunes-1 {
-			return s[:i] + "…"
+			cut = i
 		}
-		n++
+		if n == maxRunes {
+			return string(b[:cut]) + "…"
+		}
+		_, size := utf8.DecodeRune(b[i:])
+		i += size
 	}
-	return s
+	return string(b)
 }

@@ -1,6 +1,7 @@
 package invoke
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -500,26 +502,57 @@ func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result,
 	if rec.Tool == "" {
 		rec.Tool = c.Name
 	}
-	if p.redactor != nil {
-		rec.ParamsHash = p.redactor.ParamsHash(c.Arguments)
-	}
+	var a *auditInputs
 	switch {
 	case err != nil:
 		rec.Error = err.Error()
 		rec.ErrorCode = string(o.Code)
+		a = p.auditInputs(c.Arguments, nil, false)
 	case p.redactor != nil:
-		rec.ResultSummary = p.summarize(res.CallToolResult)
+		a = p.auditInputs(c.Arguments, res.CallToolResult, true)
 		if res.IsError {
 			rec.ErrorCode = "tool_error"
 			rec.Error = toolErrorText(res.CallToolResult)
 		}
 	}
+	p.record(rec, a)
+}
+
+// record hands rec to the recorder, durably when configured. A recorder
+// that can derive fields itself derives a's on its writer; otherwise they
+// are derived here.
+func (p *Pipeline) record(rec audit.Record, a *auditInputs) {
+	var derive func(*audit.Record)
+	if a != nil {
+		derive = a.derive
+		// Whatever happens below, the result is not read once the call
+		// has moved on.
+		defer a.release()
+	}
+	dr, deferring := p.recorder.(deferringRecorder)
+	if !deferring && derive != nil {
+		derive(&rec)
+	}
 	if sr, ok := p.recorder.(syncRecorder); ok && p.durable {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := sr.RecordSync(ctx, rec); err != nil {
+		var err error
+		if deferring {
+			err = dr.RecordSyncDeferred(ctx, rec, derive)
+		} else {
+			err = sr.RecordSync(ctx, rec)
+		}
+		if err != nil {
 			p.logger.Warn("audit record not confirmed written", "correlation_id", rec.CorrelationID, "error", err)
 		}
+		return
+	}
+	if deferring {
+		// Not waiting for the writer: copy the result now.
+		if a != nil {
+			a.release()
+		}
+		dr.RecordDeferred(rec, derive)
 		return
 	}
 	p.recorder.Record(rec)
@@ -531,22 +564,93 @@ type syncRecorder interface {
 	RecordSync(ctx context.Context, rec audit.Record) error
 }
 
+// deferringRecorder runs the derivation of a record's redacted fields on
+// its own writer, off the call's path (see audit.Recorder.RecordDeferred).
+// *audit.Recorder implements it.
+type deferringRecorder interface {
+	RecordDeferred(rec audit.Record, derive func(*audit.Record)) bool
+	RecordSyncDeferred(ctx context.Context, rec audit.Record, derive func(*audit.Record)) error
+}
+
+// auditInputs is what an invocation record's params hash and result
+// summary are derived from. Deriving them means redacting, the costly part
+// of auditing, so the recorder's writer may do it, possibly after the call
+// returned; the inputs must then be data nothing else changes. The
+// arguments are copied at once (cheap; the request's buffer may be
+// reused). The result is read where it is only while the call waits for
+// its record (durable audit: the writer derives before it writes); release,
+// which the call's path runs before it moves on, marshals it if the writer
+// has not yet, and the writer then uses those bytes. So a durable call
+// marshals its result on the writer, and nothing reads a result after the
+// call returned it (its caller may change it).
+type auditInputs struct {
+	red  Redactor
+	args json.RawMessage
+
+	mu        sync.Mutex
+	summarize bool                // the call has a result to summarize
+	result    *mcp.CallToolResult // until marshalled
+	raw       []byte
+	rawErr    error
+	marshaled bool
+}
+
+// auditInputs returns the inputs of a record, or nil without a redactor.
+func (p *Pipeline) auditInputs(args json.RawMessage, result *mcp.CallToolResult, summarize bool) *auditInputs {
+	if p.redactor == nil {
+		return nil
+	}
+	return &auditInputs{red: p.redactor, args: bytes.Clone(args), summarize: summarize, result: result}
+}
+
+// release makes a copy of the result if there is none yet; afterwards the
+// result itself is never read.
+func (a *auditInputs) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.marshal()
+}
+
+// marshal must be called with mu held.
+func (a *auditInputs) marshal() {
+	if a.marshaled || !a.summarize {
+		return
+	}
+	a.raw, a.rawErr = marshalResult(a.result)
+	a.result, a.marshaled = nil, true
+}
+
+// derive fills rec's params hash and result summary; a result over
+// summaryInputMax is only measured.
+func (a *auditInputs) derive(rec *audit.Record) {
+	rec.ParamsHash = a.red.ParamsHash(a.args)
+	a.mu.Lock()
+	a.marshal()
+	raw, err := a.raw, a.rawErr
+	a.mu.Unlock()
+	switch {
+	case !a.summarize || err != nil:
+	case len(raw) > summaryInputMax:
+		rec.ResultSummary = fmt.Sprintf("(a %d-byte result, not summarized)", len(raw))
+	default:
+		rec.ResultSummary = a.red.Summary(json.RawMessage(raw), summaryMax)
+	}
+}
+
+// marshalResult is json.Marshal(r), byte for byte, without its last pass:
+// json.Marshal re-scans and compacts what a MarshalJSON method returns, and
+// the SDK's is already compact json.Marshal output.
+func marshalResult(r *mcp.CallToolResult) ([]byte, error) {
+	if r == nil {
+		return []byte("null"), nil
+	}
+	return r.MarshalJSON()
+}
+
 // summaryInputMax bounds the results the audit summarizes: redacting means
-// decoding the whole result, which for a large one (a file read) would cost
+// reading the whole result, which for a large one (a file read) would cost
 // more than the call; its summary then says only how large it was.
 const summaryInputMax = 64 << 10
-
-// summarize is the audit record's redacted, bounded view of a result.
-func (p *Pipeline) summarize(r *mcp.CallToolResult) string {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return ""
-	}
-	if len(b) > summaryInputMax {
-		return fmt.Sprintf("(a %d-byte result, not summarized)", len(b))
-	}
-	return p.redactor.Summary(json.RawMessage(b), summaryMax)
-}
 
 // toolErrorText is the text of an isError result, bounded, for the audit
 // record's error column.
