@@ -818,6 +818,7 @@ func TestRecoveryTimes(t *testing.T) {
 	var o upstream.Options
 	o.ApplySettings(def) // the defaults: backoff 500ms..30s
 	o.ShutdownTimeout = time.Second
+	o.LogDirectory = t.TempDir() // the default is relative to the working directory: the source tree
 	rec := newRecorder()
 	m := newManager(t, rec, nil, &o)
 	ctx := context.Background()
