@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"APIKeys", testAPIKeys},
 		{"Grants", testGrants},
+		{"WorkspaceGrants", testWorkspaceGrants},
 		{"Tokens", testTokens},
 		{"UseTokenRace", testUseTokenRace},
 		{"RevokeGrantTokens", testRevokeGrantTokens},
