@@ -161,6 +161,10 @@ type Options struct {
 	// Visible reports whether the caller may see/call a tool; nil = everything visible.
 	// Hidden tools answer like unknown ones, so listings do not leak names.
 	Visible func(id authz.Identity, t catalog.Tool) bool
+	// ServerVisible reports whether a caller may use a server at all (the
+	// server level of the access rule, docs/access.md); server listings
+	// show a non-admin only those. nil = every server.
+	ServerVisible func(id authz.Identity, server string) bool
 	// Operation, if set, is told of every mutating admin call (for the audit log):
 	// op is "server.register", "key.create", "policy.grant", ... (see
 	// audit.Record.Operation); ctx carries the caller's identity.
@@ -211,6 +215,7 @@ type handler struct {
 	registrar  Registrar
 	searcher   Search
 	visible    func(id authz.Identity, t catalog.Tool) bool
+	srvVisible func(id authz.Identity, server string) bool
 	operation  func(ctx context.Context, op, server, detail string, err error)
 	toolStatus func(t catalog.Tool) ToolStatus
 	cluster    func(ctx context.Context) (ClusterView, error)
@@ -235,6 +240,9 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	if o.Visible == nil {
 		o.Visible = func(authz.Identity, catalog.Tool) bool { return true }
 	}
+	if o.ServerVisible == nil {
+		o.ServerVisible = func(authz.Identity, string) bool { return true }
+	}
 	if o.Operation == nil {
 		o.Operation = func(context.Context, string, string, string, error) {}
 	}
@@ -243,7 +251,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	}
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
-		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins}
+		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins}
 	return h.routes()
 }
 

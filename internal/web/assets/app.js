@@ -222,7 +222,11 @@ async function identify() {
     }
   }
   const who = $('#who');
-  if (state.who) who.textContent = `${state.who.agent_id || 'unknown'}${state.who.admin ? ' (admin)' : ''}`;
+  if (state.who) {
+    const w = state.who;
+    const kind = w.admin ? ' (admin)' : w.workspace_policy ? ` (workspace policy${w.workspace ? ` of ${w.workspace}` : ''})` : w.workspace ? ` (workspace ${w.workspace})` : '';
+    who.textContent = `${w.agent_id || 'unknown'}${kind}`;
+  }
   else who.textContent = state.admin ? 'admin' : state.admin === false ? 'agent' : '';
 }
 
@@ -895,16 +899,17 @@ async function policiesPage(_m, seq) {
       const body = await api('GET', '/api/v1/mcp/policies');
       if (!current(seq)) return;
       const grants = body.grants || [];
+      const grantee = (g) => (g.workspace ? `workspace ${g.workspace}` : g.agent_id);
       put(grantsBox, grants.length === 0 ? el('p', { class: 'muted' }, 'No grants.')
-        : table(['Agent', 'Server', 'Tool', 'Actions', 'Granted', 'By', 'Expires', ''], grants.map((g) => el('tr', {},
-          el('td', {}, g.agent_id), el('td', {}, g.server_id || ''), el('td', { class: 'mono' }, g.tool_name),
+        : table(['Agent or workspace', 'Server', 'Tool', 'Actions', 'Granted', 'By', 'Expires', ''], grants.map((g) => el('tr', {},
+          el('td', {}, grantee(g)), el('td', {}, g.server_id || ''), el('td', { class: 'mono' }, g.tool_name),
           el('td', {}, (g.actions || []).join(', ')), el('td', {}, fmtTime(g.granted_at)), el('td', {}, g.granted_by || ''),
           el('td', {}, g.expires_at ? fmtTime(g.expires_at) : 'never'),
-          el('td', {}, el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant of ${g.tool_name} to ${g.agent_id}`, onclick: async (e) => {
+          el('td', {}, el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant of ${g.tool_name} to ${grantee(g)}`, onclick: async (e) => {
             e.target.disabled = true;
             try {
               await api('DELETE', `/api/v1/mcp/policies/grant/${enc(g.id)}`);
-              put(status, message(`Revoked ${g.tool_name} from ${g.agent_id}.`, 'ok'));
+              put(status, message(`Revoked ${g.tool_name} from ${grantee(g)}.`, 'ok'));
               loadGrants();
             } catch (err) {
               e.target.disabled = false;
@@ -920,7 +925,8 @@ async function policiesPage(_m, seq) {
   const grantForm = el('form', { class: 'panel', 'aria-labelledby': 'h-grant' },
     el('h2', { id: 'h-grant' }, 'Grant a tool'),
     el('div', { class: 'row' },
-      input('grant-agent', 'Agent ID', { required: true }),
+      select('grant-to', 'Grant to', [['agent', 'an agent'], ['workspace', 'every identity of a workspace']]),
+      input('grant-agent', 'Agent ID or workspace', { required: true }),
       input('grant-tool', 'Tool or pattern', { required: true, placeholder: 'demo.echo or demo.*' }),
       input('grant-server', 'Server (optional)'),
       input('grant-actions', 'Actions', { value: 'invoke' }),
@@ -930,13 +936,16 @@ async function policiesPage(_m, seq) {
     e.preventDefault();
     const v = (id) => grantForm.elements[id].value.trim();
     const req = {
-      agent_id: v('grant-agent'), tool_name: v('grant-tool'), server_id: v('grant-server'),
+      tool_name: v('grant-tool'), server_id: v('grant-server'),
       actions: v('grant-actions').split(',').map((s) => s.trim()).filter(Boolean),
     };
+    const toWorkspace = grantForm.elements['grant-to'].value === 'workspace';
+    if (toWorkspace) req.workspace = v('grant-agent');
+    else req.agent_id = v('grant-agent');
     if (v('grant-expires')) req.expires_at = new Date(v('grant-expires')).toISOString();
     try {
       await api('POST', '/api/v1/mcp/policies/grant', req);
-      put(status, message(`Granted ${req.tool_name} to ${req.agent_id}.`, 'ok'));
+      put(status, message(`Granted ${req.tool_name} to ${toWorkspace ? `workspace ${req.workspace}` : req.agent_id}.`, 'ok'));
       grantForm.reset();
       loadGrants();
     } catch (err) {
@@ -947,7 +956,7 @@ async function policiesPage(_m, seq) {
 
   page('Policies', status,
     el('section', { 'aria-labelledby': 'h-access' }, el('h2', { id: 'h-access' }, 'Default access per server'),
-      el('p', { class: 'muted' }, 'Deny admits only callers whose allow list (allow_servers) names the server; allow (the default) admits everyone else the policy allows.'),
+      el('p', { class: 'muted' }, 'Deny admits only callers whose allow list (allow_servers, mcpServerAllowIds) names the server; allow (the default) admits everyone else the policy allows.'),
       accessBox),
     el('section', { 'aria-labelledby': 'h-grants' }, el('h2', { id: 'h-grants' }, 'Grants'), grantsBox),
     grantForm);

@@ -177,6 +177,16 @@ async function main() {
       await page.locator('#main tr', { hasText: 'demo' }).getByText('ALLOW').waitFor();
     }
 
+    step('a grant to a workspace is made and listed');
+    await page.getByLabel('Grant to').selectOption('workspace');
+    await page.getByLabel('Agent ID or workspace').fill('team-a');
+    await page.getByLabel('Tool or pattern').fill('demo.*');
+    await page.getByRole('button', { name: 'Grant', exact: true }).click();
+    await page.getByText('Granted demo.* to workspace team-a.').waitFor();
+    await page.locator('#main table').getByText('workspace team-a').waitFor();
+    const grants = await rest('GET', '/api/v1/mcp/policies');
+    check(grants.grants.some((g) => g.workspace === 'team-a' && g.agent_id === '' && g.tool_name === '*'), 'the grant is to the workspace');
+
     step('a tool whose definition changed is quarantined, shown with a diff, and approved');
     await rest('POST', '/api/v1/aggregator/servers/fx/connect?wait=true');
     await page.getByRole('link', { name: 'Tools', exact: true }).click();
@@ -220,13 +230,17 @@ async function main() {
     await page.reload();
     await page.getByLabel('API key').waitFor();
 
-    step('an agent key sees no admin actions');
-    const agent = await rest('POST', '/api/v1/keys', { agent_id: 'dashboard-viewer' });
+    step('an agent key sees no admin actions, and only the servers the access rule gives it');
+    // A key with a workspace policy (seed 003): every allow-by-default
+    // server but the one it denies, with no grant.
+    const agent = await rest('POST', '/api/v1/keys', { agent_id: 'dashboard-viewer', workspace_policy: true, deny_servers: ['scratch'] });
     await page.getByLabel('API key').fill(agent.key);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByText('This page is for administrators').waitFor(); // the deep link it signed out on
     await page.getByRole('link', { name: 'Servers', exact: true }).click();
     await demoStatus.getByText('CONNECTED', { exact: true }).waitFor();
+    check((await page.locator('#who').innerText()).includes('workspace policy'), 'the header says the key carries a workspace policy');
+    check(await page.locator('#servers tr[data-server="scratch"]').count() === 0, 'a denied server is not listed for the agent');
     check(!(await page.getByRole('link', { name: 'Audit log' }).isVisible()), 'the audit link is hidden from an agent');
     await page.getByRole('link', { name: 'demo', exact: true }).click();
     await page.locator('#server-status').waitFor();
