@@ -23,27 +23,40 @@ import (
 
 // Server is the API's view of one upstream server.
 type Server struct {
-	ID               string              `json:"id"`
-	Name             string              `json:"name"`
-	Description      string              `json:"description,omitempty"`
-	Status           string              `json:"status"`
-	TransportType    string              `json:"transport_type"` // STDIO | SSE | HTTP
-	ToolCount        int                 `json:"tool_count"`
-	ErrorMessage     string              `json:"error_message"`
-	Source           string              `json:"source"` // "config" or "api"
-	AutoConnect      bool                `json:"auto_connect"`
-	HealthCheckURL   string              `json:"health_check_url,omitempty"`
-	Prefix           *string             `json:"prefix,omitempty"`
-	DefaultAccess    string              `json:"default_access,omitempty"`
-	PinDefinitions   *bool               `json:"pin_definitions,omitempty"`
-	ConnectionConfig map[string]any      `json:"connection_config"` // secrets masked
-	RegisteredAt     time.Time           `json:"registered_at"`
-	StatusSince      *time.Time          `json:"status_since,omitempty"`
-	ConnectedAt      *time.Time          `json:"connected_at,omitempty"`
-	PID              int                 `json:"pid,omitempty"`
-	ServerInfo       *mcp.Implementation `json:"server_info,omitempty"`
-	ProtocolVersion  string              `json:"protocol_version,omitempty"`
-	RejectedTools    []RejectedTool      `json:"rejected_tools,omitempty"`
+	ID             string  `json:"id"`
+	Name           string  `json:"name"`
+	Description    string  `json:"description,omitempty"`
+	Status         string  `json:"status"`
+	TransportType  string  `json:"transport_type"` // STDIO | SSE | HTTP
+	ToolCount      int     `json:"tool_count"`
+	ErrorMessage   string  `json:"error_message"`
+	Source         string  `json:"source"` // "config" or "api"
+	AutoConnect    bool    `json:"auto_connect"`
+	HealthCheckURL string  `json:"health_check_url,omitempty"`
+	Prefix         *string `json:"prefix,omitempty"`
+	// DefaultAccess is the default_access in force: the override when one
+	// is set, else the definition's.
+	DefaultAccess string `json:"default_access,omitempty"`
+	// DefaultAccessSource says where DefaultAccess comes from: "config"
+	// (the config file), "override" (set at run time over the file's value,
+	// until reset) or "api" (a runtime-registered server's definition).
+	DefaultAccessSource string `json:"default_access_source,omitempty"`
+	// FileDefaultAccess is the config file's value while an override
+	// replaces it.
+	FileDefaultAccess string `json:"file_default_access,omitempty"`
+	// DefaultAccessSetAt and DefaultAccessSetBy say when and by whom the
+	// override was set.
+	DefaultAccessSetAt *time.Time          `json:"default_access_set_at,omitempty"`
+	DefaultAccessSetBy string              `json:"default_access_set_by,omitempty"`
+	PinDefinitions     *bool               `json:"pin_definitions,omitempty"`
+	ConnectionConfig   map[string]any      `json:"connection_config"` // secrets masked
+	RegisteredAt       time.Time           `json:"registered_at"`
+	StatusSince        *time.Time          `json:"status_since,omitempty"`
+	ConnectedAt        *time.Time          `json:"connected_at,omitempty"`
+	PID                int                 `json:"pid,omitempty"`
+	ServerInfo         *mcp.Implementation `json:"server_info,omitempty"`
+	ProtocolVersion    string              `json:"protocol_version,omitempty"`
+	RejectedTools      []RejectedTool      `json:"rejected_tools,omitempty"`
 
 	// Lifecycle: the process or session, restarts, draining, health.
 	StartedAt     *time.Time `json:"started_at,omitempty"`
@@ -113,9 +126,15 @@ type Servers interface {
 	// Logs returns the last lines (at most max) a stdio server wrote to
 	// stderr; none for other transports.
 	Logs(ctx context.Context, idOrName string, max int) ([]string, error)
-	// SetDefaultAccess changes a runtime-registered server's
-	// default_access ("allow" or "deny"); authorization follows at once.
+	// SetDefaultAccess changes a server's default_access ("allow" or
+	// "deny"); authorization follows at once. A runtime-registered server's
+	// definition changes; a config-file server gets an override, kept in the
+	// store over the file's value until ResetDefaultAccess.
 	SetDefaultAccess(ctx context.Context, idOrName, access string) (Server, error)
+	// ResetDefaultAccess drops a config-file server's override, so the
+	// file's default_access applies again. A server registered through the
+	// API has no file value to go back to: 409.
+	ResetDefaultAccess(ctx context.Context, idOrName string) (Server, error)
 }
 
 // Capabilities is the upstream's initialize result and what was discovered.

@@ -197,8 +197,21 @@ type patchRequest struct {
 	DefaultAccess string `json:"default_access"`
 }
 
+// resetDefaultAccess drops the runtime override of a config-file server's
+// default_access: the file's value applies again.
+func (h *handler) resetDefaultAccess(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	s, err := h.servers.ResetDefaultAccess(r.Context(), id)
+	if err := h.op(r.Context(), "server.default_access_reset", id, "default_access back to the config file's", err); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}
+
 // patchServer renames a runtime-registered server or changes its
-// default_access (one of the two per request).
+// default_access (one of the two per request); for a config-file server
+// only default_access, as an override of the file.
 func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
 	var req patchRequest
 	if err := h.decode(w, r, &req); err != nil {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -233,3 +234,99 @@ func TestWorkspaceGrants(t *testing.T) {
 	}
 }
 
+// TestDefaultAccessOverride: default_access of a config-file server can be
+// changed at run time (the dashboard's toggle): the change is stored, shown
+// as overriding the file, applied at once, kept across a restart, and
+// cleared only by an explicit reset.
+func TestDefaultAccessOverride(t *testing.T) {
+	const adminKey = "admin-bootstrap-key"
+	secret := strings.Repeat("s", 40)
+	yaml := "auth:\n  mode: jwt\n  jwt:\n    secret: ${JWT_SECRET}\n    issuer: https://idp.example\nservers:" + demoServer("notes")
+	env := map[string]string{"SWITCHBOARD_ADMIN_KEY": adminKey, "JWT_SECRET": secret}
+	storePath := filepath.Join(t.TempDir(), "switchboard.db")
+	g := startGatewayStore(t, yaml, env, storePath)
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "reader", "isAdmin": false,
+		"iss": "https://idp.example", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := []string{"notes"}
+	access := func(g *gateway) map[string]any {
+		t.Helper()
+		code, body := g.restAs(t, adminKey, "GET", "/api/v1/aggregator/servers/notes", nil)
+		if code != 200 {
+			t.Fatalf("GET notes: %d %v", code, body)
+		}
+		return map[string]any{"default_access": body["default_access"], "source": body["default_access_source"],
+			"file": body["file_default_access"], "by": body["default_access_set_by"], "at": body["default_access_set_at"] != nil}
+	}
+	fromFile := map[string]any{"default_access": "allow", "source": "config", "file": nil, "by": nil, "at": false}
+	if got := access(g); !maps.Equal(got, fromFile) {
+		t.Errorf("before: %v, want %v", got, fromFile)
+	}
+	if got := g.seenBy(t, token, servers); !slices.Equal(got.calls, servers) {
+		t.Fatalf("allow-default before the override: %+v", got)
+	}
+
+	code, body := g.restAs(t, adminKey, "PATCH", "/api/v1/aggregator/servers/notes", map[string]any{"default_access": "deny"})
+	if code != 200 || body["default_access"] != "deny" {
+		t.Fatalf("PATCH default_access: %d %v (a config-file server must be changeable)", code, body)
+	}
+	overridden := map[string]any{"default_access": "deny", "source": "override", "file": "allow", "by": "admin", "at": true}
+	if got := access(g); !maps.Equal(got, overridden) {
+		t.Errorf("after PATCH: %v, want %v", got, overridden)
+	}
+	if got := g.seenBy(t, token, servers); len(got.calls) != 0 || len(got.mcpList) != 0 || len(got.restServers) != 0 {
+		t.Errorf("the override did not apply at once: %+v", got)
+	}
+
+	// A restart on the same store keeps the override. The MCP sessions
+	// opened above hold streams: end them so Close does not wait on them.
+	g.http.CloseClientConnections()
+	g.http.Close()
+	g.app.Close(t.Context())
+	g = startGatewayStore(t, yaml, env, storePath)
+	if got := access(g); !maps.Equal(got, overridden) {
+		t.Errorf("after a restart: %v, want %v", got, overridden)
+	}
+	if got := g.seenBy(t, token, servers); len(got.calls) != 0 {
+		t.Errorf("after a restart the override is not applied: %+v", got)
+	}
+
+	// Only an explicit reset gives the file its say back.
+	code, body = g.restAs(t, adminKey, "DELETE", "/api/v1/aggregator/servers/notes/default_access", nil)
+	if code != 200 || body["default_access_source"] != "config" {
+		t.Fatalf("reset: %d %v", code, body)
+	}
+	if got := access(g); !maps.Equal(got, fromFile) {
+		t.Errorf("after the reset: %v, want %v", got, fromFile)
+	}
+	if got := g.seenBy(t, token, servers); !slices.Equal(got.calls, servers) {
+		t.Errorf("after the reset: %+v", got)
+	}
+	code, body = g.restAs(t, adminKey, "GET", "/api/v1/audit?kind=operation&limit=50", nil)
+	if code != 200 {
+		t.Fatalf("audit: %d %v", code, body)
+	}
+	ops := map[string]bool{}
+	for _, r := range body["records"].([]any) {
+		ops[r.(map[string]any)["operation"].(string)] = true
+	}
+	if !ops["server.default_access_reset"] {
+		t.Errorf("audit lacks the reset: %v", ops)
+	}
+
+	// A server registered through the API has no file value to return to.
+	reg := map[string]any{"name": "extra", "transport_type": "STDIO", "auto_connect": false,
+		"connection_config": map[string]any{"command": "switchboard", "args": []string{"demo-server"}}}
+	if code, body := g.restAs(t, adminKey, "POST", "/api/v1/aggregator/servers", reg); code != 201 || body["default_access_source"] != "api" {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	if code, body := g.restAs(t, adminKey, "DELETE", "/api/v1/aggregator/servers/extra/default_access", nil); code != 409 {
+		t.Errorf("reset of an API server: %d %v, want 409", code, body)
+	}
+	if code, body := g.restAs(t, adminKey, "PATCH", "/api/v1/aggregator/servers/extra", map[string]any{"default_access": "deny"}); code != 200 ||
+		body["default_access"] != "deny" || body["default_access_source"] != "api" {
+		t.Errorf("PATCH an API server: %d %v", code, body)
+	}
+}

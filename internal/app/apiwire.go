@@ -282,6 +282,14 @@ func (s apiServers) SetDefaultAccess(ctx context.Context, idOrName, access strin
 	return v, err
 }
 
+func (s apiServers) ResetDefaultAccess(ctx context.Context, idOrName string) (api.Server, error) {
+	v, err := s.registry.ResetDefaultAccess(ctx, idOrName)
+	if err == nil {
+		s.a.cluster.publish("servers", "")
+	}
+	return v, err
+}
+
 // clusterView lists the live replicas for GET /api/v1/cluster.
 func (a *App) clusterView(ctx context.Context) (api.ClusterView, error) {
 	rows, err := a.db.Replicas(ctx, time.Now().Add(-replicaTimeout))

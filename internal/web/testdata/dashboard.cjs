@@ -164,18 +164,24 @@ async function main() {
     const toggle = page.getByLabel('Allow demo by default');
     await toggle.waitFor();
     check(await toggle.isChecked(), 'demo allows by default');
-    // The gateway either flips it (then flip it back) or refuses, and the
-    // toggle is disabled with the reason as its tooltip.
+    // demo comes from the config file: the toggle overrides the file's
+    // value, says so, and only Reset gives the file its say back.
+    const demoRow = page.locator('#main tr', { has: page.getByRole('rowheader', { name: 'demo', exact: true }) });
+    check((await demoRow.innerText()).includes('config file'), 'demo is shown with the config file as its source');
     await toggle.click();
-    await page.waitForFunction(() => {
-      const t = document.querySelector('input[role="switch"]');
-      return (t.disabled && t.title.startsWith('Cannot change')) || (!t.disabled && !t.checked);
-    });
-    if (!(await toggle.isDisabled())) {
-      await page.locator('#main tr', { hasText: 'demo' }).getByText('DENY').waitFor();
-      await toggle.click();
-      await page.locator('#main tr', { hasText: 'demo' }).getByText('ALLOW').waitFor();
-    }
+    await demoRow.getByText('DENY', { exact: true }).waitFor();
+    await demoRow.getByText('override by admin (file: allow)').waitFor();
+    check(!(await toggle.isChecked()), 'the toggle shows deny');
+    const denied = await rest('GET', '/api/v1/aggregator/servers/demo');
+    check(denied.default_access === 'deny' && denied.default_access_source === 'override', `the gateway applied the override, got ${JSON.stringify(denied.default_access_source)}`);
+    await toggle.click();
+    await demoRow.getByText('ALLOW', { exact: true }).waitFor();
+    await demoRow.getByText('override by admin (file: allow)').waitFor();
+    await demoRow.getByRole('button', { name: "Reset default access of demo to the config file's" }).click();
+    await demoRow.getByText('config file', { exact: true }).waitFor();
+    check(await demoRow.getByRole('button', { name: /Reset default access/ }).isHidden(), 'no reset button without an override');
+    const reset = await rest('GET', '/api/v1/aggregator/servers/demo');
+    check(reset.default_access === 'allow' && reset.default_access_source === 'config', 'the reset reached the gateway');
 
     step('a grant to a workspace is made and listed');
     await page.getByLabel('Grant to').selectOption('workspace');
