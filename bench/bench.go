@@ -97,6 +97,12 @@ func benchmark(ctx context.Context, o *options, logger *slog.Logger, stderr io.W
 		return nil, fmt.Errorf("creating a temp dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	// The gateways' default log_directory (logs/mcp_servers) is relative to
+	// the working directory: keep their stderr logs with the run's files.
+	if os.Getenv("SWITCHBOARD_LOG_DIRECTORY") == "" {
+		os.Setenv("SWITCHBOARD_LOG_DIRECTORY", filepath.Join(tmp, "logs"))
+		defer os.Unsetenv("SWITCHBOARD_LOG_DIRECTORY")
+	}
 
 	bin := o.bin
 	if bin == "" {

@@ -23,27 +23,40 @@ import (
 
 // Server is the API's view of one upstream server.
 type Server struct {
-	ID               string              `json:"id"`
-	Name             string              `json:"name"`
-	Description      string              `json:"description,omitempty"`
-	Status           string              `json:"status"`
-	TransportType    string              `json:"transport_type"` // STDIO | SSE | HTTP
-	ToolCount        int                 `json:"tool_count"`
-	ErrorMessage     string              `json:"error_message"`
-	Source           string              `json:"source"` // "config" or "api"
-	AutoConnect      bool                `json:"auto_connect"`
-	HealthCheckURL   string              `json:"health_check_url,omitempty"`
-	Prefix           *string             `json:"prefix,omitempty"`
-	DefaultAccess    string              `json:"default_access,omitempty"`
-	PinDefinitions   *bool               `json:"pin_definitions,omitempty"`
-	ConnectionConfig map[string]any      `json:"connection_config"` // secrets masked
-	RegisteredAt     time.Time           `json:"registered_at"`
-	StatusSince      *time.Time          `json:"status_since,omitempty"`
-	ConnectedAt      *time.Time          `json:"connected_at,omitempty"`
-	PID              int                 `json:"pid,omitempty"`
-	ServerInfo       *mcp.Implementation `json:"server_info,omitempty"`
-	ProtocolVersion  string              `json:"protocol_version,omitempty"`
-	RejectedTools    []RejectedTool      `json:"rejected_tools,omitempty"`
+	ID             string  `json:"id"`
+	Name           string  `json:"name"`
+	Description    string  `json:"description,omitempty"`
+	Status         string  `json:"status"`
+	TransportType  string  `json:"transport_type"` // STDIO | SSE | HTTP
+	ToolCount      int     `json:"tool_count"`
+	ErrorMessage   string  `json:"error_message"`
+	Source         string  `json:"source"` // "config" or "api"
+	AutoConnect    bool    `json:"auto_connect"`
+	HealthCheckURL string  `json:"health_check_url,omitempty"`
+	Prefix         *string `json:"prefix,omitempty"`
+	// DefaultAccess is the default_access in force: the override when one
+	// is set, else the definition's.
+	DefaultAccess string `json:"default_access,omitempty"`
+	// DefaultAccessSource says where DefaultAccess comes from: "config"
+	// (the config file), "override" (set at run time over the file's value,
+	// until reset) or "api" (a runtime-registered server's definition).
+	DefaultAccessSource string `json:"default_access_source,omitempty"`
+	// FileDefaultAccess is the config file's value while an override
+	// replaces it.
+	FileDefaultAccess string `json:"file_default_access,omitempty"`
+	// DefaultAccessSetAt and DefaultAccessSetBy say when and by whom the
+	// override was set.
+	DefaultAccessSetAt *time.Time          `json:"default_access_set_at,omitempty"`
+	DefaultAccessSetBy string              `json:"default_access_set_by,omitempty"`
+	PinDefinitions     *bool               `json:"pin_definitions,omitempty"`
+	ConnectionConfig   map[string]any      `json:"connection_config"` // secrets masked
+	RegisteredAt       time.Time           `json:"registered_at"`
+	StatusSince        *time.Time          `json:"status_since,omitempty"`
+	ConnectedAt        *time.Time          `json:"connected_at,omitempty"`
+	PID                int                 `json:"pid,omitempty"`
+	ServerInfo         *mcp.Implementation `json:"server_info,omitempty"`
+	ProtocolVersion    string              `json:"protocol_version,omitempty"`
+	RejectedTools      []RejectedTool      `json:"rejected_tools,omitempty"`
 
 	// Lifecycle: the process or session, restarts, draining, health.
 	StartedAt     *time.Time `json:"started_at,omitempty"`
@@ -113,9 +126,15 @@ type Servers interface {
 	// Logs returns the last lines (at most max) a stdio server wrote to
 	// stderr; none for other transports.
 	Logs(ctx context.Context, idOrName string, max int) ([]string, error)
-	// SetDefaultAccess changes a runtime-registered server's
-	// default_access ("allow" or "deny"); authorization follows at once.
+	// SetDefaultAccess changes a server's default_access ("allow" or
+	// "deny"); authorization follows at once. A runtime-registered server's
+	// definition changes; a config-file server gets an override, kept in the
+	// store over the file's value until ResetDefaultAccess.
 	SetDefaultAccess(ctx context.Context, idOrName, access string) (Server, error)
+	// ResetDefaultAccess drops a config-file server's override, so the
+	// file's default_access applies again. A server registered through the
+	// API has no file value to go back to: 409.
+	ResetDefaultAccess(ctx context.Context, idOrName string) (Server, error)
 }
 
 // Capabilities is the upstream's initialize result and what was discovered.
@@ -161,6 +180,10 @@ type Options struct {
 	// Visible reports whether the caller may see/call a tool; nil = everything visible.
 	// Hidden tools answer like unknown ones, so listings do not leak names.
 	Visible func(id authz.Identity, t catalog.Tool) bool
+	// ServerVisible reports whether a caller may use a server at all (the
+	// server level of the access rule, docs/access.md); server listings
+	// show a non-admin only those. nil = every server.
+	ServerVisible func(id authz.Identity, server string) bool
 	// Operation, if set, is told of every mutating admin call (for the audit log):
 	// op is "server.register", "key.create", "policy.grant", ... (see
 	// audit.Record.Operation); ctx carries the caller's identity.
@@ -211,6 +234,7 @@ type handler struct {
 	registrar  Registrar
 	searcher   Search
 	visible    func(id authz.Identity, t catalog.Tool) bool
+	srvVisible func(id authz.Identity, server string) bool
 	operation  func(ctx context.Context, op, server, detail string, err error)
 	toolStatus func(t catalog.Tool) ToolStatus
 	cluster    func(ctx context.Context) (ClusterView, error)
@@ -235,6 +259,9 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	if o.Visible == nil {
 		o.Visible = func(authz.Identity, catalog.Tool) bool { return true }
 	}
+	if o.ServerVisible == nil {
+		o.ServerVisible = func(authz.Identity, string) bool { return true }
+	}
 	if o.Operation == nil {
 		o.Operation = func(context.Context, string, string, string, error) {}
 	}
@@ -243,7 +270,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	}
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
-		searcher: o.Search, visible: o.Visible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins}
+		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins}
 	return h.routes()
 }
 

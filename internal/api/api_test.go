@@ -63,6 +63,10 @@ func (f *fakeServers) SetDefaultAccess(_ context.Context, idOrName, access strin
 	return Server{Name: idOrName, DefaultAccess: access}, nil
 }
 
+func (f *fakeServers) ResetDefaultAccess(_ context.Context, idOrName string) (Server, error) {
+	return Server{Name: idOrName, DefaultAccess: "allow", DefaultAccessSource: "config"}, nil
+}
+
 // fakeCaller answers by tool name.
 type fakeCaller struct{ got invoke.Call }
 

@@ -220,6 +220,7 @@ func TestAccess(t *testing.T) {
 		{"POST", "/api/v1/aggregator/servers", `{"name":"gh","transport_type":"HTTP","connection_config":{"url":"https://example.com/mcp"}}`, 201, 403},
 		{"DELETE", "/api/v1/aggregator/servers/demo", "", 204, 403},
 		{"PATCH", "/api/v1/aggregator/servers/demo", `{"name":"d2"}`, 200, 403},
+		{"DELETE", "/api/v1/aggregator/servers/demo/default_access", "", 200, 403},
 		{"POST", "/api/v1/aggregator/servers/demo/connect", "", 202, 403},
 		{"POST", "/api/v1/aggregator/servers/demo/disconnect", "", 200, 403},
 		{"POST", "/api/v1/aggregator/servers/demo/discover", "", 200, 403},

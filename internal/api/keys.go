@@ -18,29 +18,36 @@ type Keys interface {
 
 // KeyRequest is the body of POST /api/v1/keys: who the key speaks for.
 type KeyRequest struct {
-	AgentID      string     `json:"agent_id"`
-	Roles        []string   `json:"roles"`
-	Workspace    string     `json:"workspace"`
-	Admin        bool       `json:"admin"`
-	AllowServers []string   `json:"allow_servers"`
-	DenyServers  []string   `json:"deny_servers"`
-	ExpiresAt    *time.Time `json:"expires_at"`
+	AgentID      string   `json:"agent_id"`
+	Roles        []string `json:"roles"`
+	Workspace    string   `json:"workspace"`
+	Admin        bool     `json:"admin"`
+	AllowServers []string `json:"allow_servers"`
+	DenyServers  []string `json:"deny_servers"`
+	// WorkspacePolicy makes Admin, AllowServers and DenyServers the key's
+	// workspace policy (seed 003): the servers' default_access and these
+	// lists decide what it may use, with no grant needed. Without it the
+	// key needs grants, and the lists only restrict.
+	WorkspacePolicy bool       `json:"workspace_policy"`
+	ExpiresAt       *time.Time `json:"expires_at"`
 }
 
 // KeyView is an API key without its secret: what listings may show.
 type KeyView struct {
-	ID           string     `json:"id"`
-	Prefix       string     `json:"prefix"`
-	AgentID      string     `json:"agent_id"`
-	Roles        []string   `json:"roles"`
-	Workspace    string     `json:"workspace,omitempty"`
-	Admin        bool       `json:"admin"`
-	AllowServers []string   `json:"allow_servers,omitempty"`
-	DenyServers  []string   `json:"deny_servers,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	CreatedBy    string     `json:"created_by,omitempty"`
-	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
-	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+	ID           string   `json:"id"`
+	Prefix       string   `json:"prefix"`
+	AgentID      string   `json:"agent_id"`
+	Roles        []string `json:"roles"`
+	Workspace    string   `json:"workspace,omitempty"`
+	Admin        bool     `json:"admin"`
+	AllowServers []string `json:"allow_servers,omitempty"`
+	DenyServers  []string `json:"deny_servers,omitempty"`
+	// WorkspacePolicy: see [KeyRequest].
+	WorkspacePolicy bool       `json:"workspace_policy"`
+	CreatedAt       time.Time  `json:"created_at"`
+	CreatedBy       string     `json:"created_by,omitempty"`
+	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
+	RevokedAt       *time.Time `json:"revoked_at,omitempty"`
 }
 
 // KeyCreated is a new key with its secret, which is shown this once.
@@ -66,6 +73,9 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request) error {
 	detail := "agent " + quote(req.AgentID)
 	if req.Admin {
 		detail += " (admin)"
+	}
+	if req.WorkspacePolicy {
+		detail += " with workspace policy"
 	}
 	if err == nil {
 		detail += " key " + quote(k.ID)

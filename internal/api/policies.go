@@ -24,11 +24,13 @@ type Policies interface {
 }
 
 // GrantRequest is the body of POST /api/v1/mcp/policies/grant (seed 000
-// PolicyGrant). Tool is either a namespaced name or pattern ("github.*")
-// with Server empty, or the server's own tool name (or pattern) with Server
-// set.
+// PolicyGrant). It grants to an agent (AgentID) or to every identity of a
+// workspace (Workspace), one of the two. Tool is either a namespaced name or
+// pattern ("github.*") with Server empty, or the server's own tool name (or
+// pattern) with Server set.
 type GrantRequest struct {
 	AgentID   string     `json:"agent_id"`
+	Workspace string     `json:"workspace"`
 	Tool      string     `json:"tool_name"`
 	Server    string     `json:"server_id"`
 	Actions   []string   `json:"actions"`
@@ -75,9 +77,14 @@ func (h *handler) grant(w http.ResponseWriter, r *http.Request) error {
 	if err := h.decode(w, r, &req); err != nil {
 		return err
 	}
+	agent, workspace := strings.TrimSpace(req.AgentID), strings.TrimSpace(req.Workspace)
 	switch {
-	case strings.TrimSpace(req.AgentID) == "":
-		return badRequest("agent_id is required")
+	case agent == "" && workspace == "":
+		return badRequest("agent_id is required (or workspace, to grant to every identity of a workspace)")
+	case agent != "" && workspace != "":
+		return badRequest("agent_id and workspace are both set: a grant is to an agent or to a workspace")
+	case workspace != "" && req.IssueToken:
+		return badRequest("issue_token needs an agent: approval tokens are issued to agents, not to workspaces")
 	case strings.TrimSpace(req.Tool) == "":
 		return badRequest("tool_name is required (\"server.tool\", \"server.*\", or a tool name with server_id)")
 	case req.TokenTTLMinutes < 0:
@@ -92,6 +99,9 @@ func (h *handler) grant(w http.ResponseWriter, r *http.Request) error {
 	id, _ := caller(r.Context())
 	res, err := h.policies.Grant(r.Context(), req, actor(id))
 	detail := "agent " + quote(req.AgentID) + " tool " + quote(req.Tool)
+	if workspace != "" {
+		detail = "workspace " + quote(req.Workspace) + " tool " + quote(req.Tool)
+	}
 	if err == nil {
 		detail += " grant " + quote(res.Grant.ID)
 		if res.TokenInfo != nil {

@@ -1,10 +1,12 @@
 package api
 
 import (
-	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 )
@@ -27,6 +29,11 @@ func (h *handler) listServers(w http.ResponseWriter, r *http.Request) error {
 	servers, err := h.servers.List(r.Context())
 	if err != nil {
 		return err
+	}
+	// An agent sees the servers the access rule lets it use, as its tool
+	// listings do; admins see every one.
+	if id, _ := caller(r.Context()); !id.Admin {
+		servers = slices.DeleteFunc(servers, func(s Server) bool { return !h.srvVisible(id, s.Name) })
 	}
 	if servers == nil {
 		servers = []Server{}
@@ -190,8 +197,21 @@ type patchRequest struct {
 	DefaultAccess string `json:"default_access"`
 }
 
+// resetDefaultAccess drops the runtime override of a config-file server's
+// default_access: the file's value applies again.
+func (h *handler) resetDefaultAccess(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	s, err := h.servers.ResetDefaultAccess(r.Context(), id)
+	if err := h.op(r.Context(), "server.default_access_reset", id, "default_access back to the config file's", err); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
+	return nil
+}
+
 // patchServer renames a runtime-registered server or changes its
-// default_access (one of the two per request).
+// default_access (one of the two per request); for a config-file server
+// only default_access, as an override of the file.
 func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
 	var req patchRequest
 	if err := h.decode(w, r, &req); err != nil {
@@ -250,8 +270,11 @@ func (h *handler) serverLogs(w http.ResponseWriter, r *http.Request) error {
 // admin actions from others).
 func (h *handler) whoami(w http.ResponseWriter, r *http.Request) error {
 	id, _ := authz.IdentityFrom(r.Context())
+	// The workspace policy fields say which half of the access rule applies
+	// to the caller (docs/access.md).
 	writeJSON(w, http.StatusOK, map[string]any{"id": id.ID, "agent_id": id.AgentID, "roles": nonNil(id.Roles),
-		"workspace": id.Workspace, "admin": id.Admin, "method": id.Method})
+		"workspace": id.Workspace, "admin": id.Admin, "method": id.Method, "workspace_policy": id.WorkspacePolicy,
+		"allow_servers": nonNil(id.AllowServers), "deny_servers": nonNil(id.DenyServers)})
 	return nil
 }
 

@@ -60,7 +60,7 @@ func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
 	groups := []ServerGroup{}
 	for _, name := range snap.Servers() {
 		s, ok := byName[name]
-		if !ok {
+		if !ok || (!id.Admin && !h.srvVisible(id, name)) {
 			continue
 		}
 		g := ServerGroup{ServerID: s.ID, ServerName: s.Name, Status: s.Status, Tools: []string{}}

@@ -32,10 +32,11 @@ func (a *App) apiHandler() http.Handler {
 		Cluster:   a.clusterView,
 		// Disabled tools stay listed here (enabled: false, with the reason);
 		// MCP clients do not see them.
-		Visible:    a.sec.visible,
-		Operation:  a.operation,
-		ToolStatus: a.manifests.status,
-		Pins:       apiPins{a},
+		Visible:       a.sec.visible,
+		ServerVisible: a.sec.engine.ServerAllowed,
+		Operation:     a.operation,
+		ToolStatus:    a.manifests.status,
+		Pins:          apiPins{a},
 	})
 }
 
@@ -78,8 +79,8 @@ type apiKeys struct{ a *App }
 
 func keyView(k identity.Key) api.KeyView {
 	return api.KeyView{ID: k.ID, Prefix: k.Prefix, AgentID: k.AgentID, Roles: k.Roles, Workspace: k.Workspace,
-		Admin: k.Admin, AllowServers: k.AllowServers, DenyServers: k.DenyServers, CreatedAt: k.CreatedAt,
-		CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+		Admin: k.Admin, AllowServers: k.AllowServers, DenyServers: k.DenyServers, WorkspacePolicy: k.WorkspacePolicy,
+		CreatedAt: k.CreatedAt, CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
 }
 
 func (k apiKeys) Create(ctx context.Context, req api.KeyRequest, createdBy string) (api.KeyCreated, error) {
@@ -88,6 +89,7 @@ func (k apiKeys) Create(ctx context.Context, req api.KeyRequest, createdBy strin
 		return api.KeyCreated{}, fmt.Errorf("%w: %w", authz.ErrInvalid, err)
 	}
 	key.AllowServers, key.DenyServers, key.ExpiresAt, key.CreatedBy = req.AllowServers, req.DenyServers, req.ExpiresAt, createdBy
+	key.WorkspacePolicy = req.WorkspacePolicy
 	if err := k.a.db.CreateAPIKey(ctx, store.APIKey(key)); err != nil {
 		return api.KeyCreated{}, err
 	}
@@ -141,7 +143,8 @@ func (p apiPolicies) target(server, tool string) (string, string) {
 
 func (p apiPolicies) Grant(ctx context.Context, req api.GrantRequest, grantedBy string) (api.GrantResult, error) {
 	server, tool := p.target(req.Server, req.Tool)
-	g := authz.Grant{AgentID: req.AgentID, Server: server, Tool: tool, Actions: req.Actions, GrantedBy: grantedBy, ExpiresAt: req.ExpiresAt}
+	g := authz.Grant{AgentID: req.AgentID, Workspace: req.Workspace, Server: server, Tool: tool, Actions: req.Actions,
+		GrantedBy: grantedBy, ExpiresAt: req.ExpiresAt}
 	o := authz.GrantOptions{IssueToken: req.IssueToken, TokenTTL: time.Duration(req.TokenTTLMinutes) * time.Minute,
 		BindArguments: req.BindArguments, SingleUse: req.SingleUse}
 	g, tok, err := p.a.sec.engine.Grant(ctx, g, o)
@@ -150,7 +153,7 @@ func (p apiPolicies) Grant(ctx context.Context, req api.GrantRequest, grantedBy 
 	}
 	p.a.cluster.publish("policy", "")
 	p.a.events.Publish("policy.changed", map[string]any{"revision": p.a.sec.engine.Revision(), "reason": "grant",
-		"agent_id": g.AgentID, "server": g.Server, "tool": g.Tool})
+		"agent_id": g.AgentID, "workspace": g.Workspace, "server": g.Server, "tool": g.Tool})
 	res := api.GrantResult{Grant: g}
 	if tok != nil {
 		res.Token, res.TokenInfo = tok.Secret, &tok.Token
@@ -273,6 +276,14 @@ func (s apiServers) Rename(ctx context.Context, idOrName, newName string) (api.S
 
 func (s apiServers) SetDefaultAccess(ctx context.Context, idOrName, access string) (api.Server, error) {
 	v, err := s.registry.SetDefaultAccess(ctx, idOrName, access)
+	if err == nil {
+		s.a.cluster.publish("servers", "")
+	}
+	return v, err
+}
+
+func (s apiServers) ResetDefaultAccess(ctx context.Context, idOrName string) (api.Server, error) {
+	v, err := s.registry.ResetDefaultAccess(ctx, idOrName)
 	if err == nil {
 		s.a.cluster.publish("servers", "")
 	}

@@ -378,3 +378,40 @@ func TestSecretsAtRest(t *testing.T) {
 		t.Errorf("literal secret without a key: %d %v, want 422 naming SWITCHBOARD_SECRET_KEY", code, body)
 	}
 }
+
+// TestReplicasShareAccessOverride: a default_access override of a config
+// file's server set on one replica applies on the other, and so does its
+// reset.
+func TestReplicasShareAccessOverride(t *testing.T) {
+	dsn := storetest.StartPostgres(t)
+	up := newFaultyUpstream(t)
+	cfg := filepath.Join(t.TempDir(), "switchboard.yaml")
+	if err := os.WriteFile(cfg, []byte("auth:\n  mode: keys\nservers:"+up.yaml("notes")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startReplica(t, dsn, cfg)
+	b := startReplica(t, dsn, cfg)
+	_, body := a.restAs(t, clusterAdmin, "POST", "/api/v1/keys", map[string]any{"agent_id": "reader", "workspace_policy": true})
+	key, _ := body["key"].(string)
+	callB := func() int {
+		code, _ := b.restAs(t, key, "POST", "/api/v1/tools/call", map[string]any{"name": "notes.echo", "arguments": map[string]any{"text": "x"}})
+		return code
+	}
+	since(t, "the workspace-policy key calls notes on B", func() bool { return callB() == 200 })
+	if code, body := a.restAs(t, clusterAdmin, "PATCH", "/api/v1/aggregator/servers/notes", map[string]any{"default_access": "deny"}); code != 200 {
+		t.Fatalf("override on A: %d %v", code, body)
+	}
+	overrideDelay := since(t, "the override on A applied on B", func() bool {
+		_, s := b.restAs(t, clusterAdmin, "GET", "/api/v1/aggregator/servers/notes", nil)
+		return s["default_access_source"] == "override" && callB() == 403
+	})
+	if code, body := b.restAs(t, clusterAdmin, "DELETE", "/api/v1/aggregator/servers/notes/default_access", nil); code != 200 {
+		t.Fatalf("reset on B: %d %v", code, body)
+	}
+	resetDelay := since(t, "the reset on B applied on A", func() bool {
+		code, _ := a.restAs(t, key, "POST", "/api/v1/tools/call", map[string]any{"name": "notes.echo", "arguments": map[string]any{"text": "x"}})
+		_, s := a.restAs(t, clusterAdmin, "GET", "/api/v1/aggregator/servers/notes", nil)
+		return code == 200 && s["default_access_source"] == "config"
+	})
+	t.Logf("propagation: override %v, reset %v", overrideDelay, resetDelay)
+}

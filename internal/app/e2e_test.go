@@ -61,6 +61,9 @@ servers:
     args: [demo-server]
     auto_start: true
 `
+	// Clients such as the Inspector start the gateway with an environment of
+	// their own, without SWITCHBOARD_LOG_DIRECTORY: keep the logs here.
+	yaml += "settings:\n  log_directory: " + filepath.Join(dir, "logs") + "\n"
 	if err := os.WriteFile(cfgPath, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}

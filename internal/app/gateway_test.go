@@ -388,7 +388,7 @@ servers:
     auto_start: true
 settings:
   connect_timeout_seconds: 1
-  shutdown_timeout_seconds: 0.2
+  shutdown_timeout_seconds: 1
 `), os.Getenv)
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,26 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(storetest.PostgresMain(m))
+	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
+		// `switchboard demo-server` as the real binary runs it, for
+		// configurations that start the demo server by its command line
+		// alone (seed 002's file).
+		os.Exit(cli.Run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+	}
+	os.Exit(testLogDirectory(func() int { return storetest.PostgresMain(m) }))
+}
+
+// testLogDirectory runs the tests with settings.log_directory in a
+// temporary directory: its default (logs/mcp_servers) is relative to the
+// working directory, which for tests is the source tree.
+func testLogDirectory(run func() int) int {
+	dir, err := os.MkdirTemp("", "switchboard-test-logs-")
+	if err != nil {
+		return run()
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv("SWITCHBOARD_LOG_DIRECTORY", dir)
+	return run()
 }
 
 // mutableFixtureEnv makes this test binary act as the conformance fixture

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/netguard"
@@ -50,6 +51,18 @@ type record struct {
 	// startErr says why the server cannot be started at all (a ${VAR} of a
 	// stored definition no longer resolves); nil when it can.
 	startErr error
+	// override replaces the config file's default_access until it is reset
+	// (config servers only; nil = none).
+	override *store.AccessOverride
+}
+
+// access is the default_access in force for the server: its override, else
+// its definition's.
+func (rec *record) access() string {
+	if rec.override != nil {
+		return rec.override.DefaultAccess
+	}
+	return rec.def.DefaultAccess
 }
 
 // registry ties the upstream supervisors, the catalog and the store
@@ -403,6 +416,40 @@ func (r *registry) syncFromStore(ctx context.Context) error {
 			r.connectInBackground(rec.def.Name)
 		}
 	}
+	return r.syncOverrides(ctx)
+}
+
+// syncOverrides brings the default_access overrides of the config file's
+// servers in line with the store, where another replica may have set or
+// reset one.
+func (r *registry) syncOverrides(ctx context.Context) error {
+	overrides, err := r.db.AccessOverrides(ctx)
+	if err != nil {
+		return err
+	}
+	changed := false
+	r.mu.Lock()
+	for name, rec := range r.servers {
+		if rec.source != sourceConfig {
+			continue
+		}
+		o, has := overrides[rec.id]
+		if (rec.override == nil && !has) || (rec.override != nil && has && *rec.override == o) {
+			continue
+		}
+		// Records are read without the lock: publish a new one, never edit.
+		next := *rec
+		next.override = nil
+		if has {
+			next.override = &o
+		}
+		r.servers[name] = &next
+		changed = true
+	}
+	r.mu.Unlock()
+	if changed {
+		r.changed()
+	}
 	return nil
 }
 
@@ -418,6 +465,16 @@ func (r *registry) addConfigServer(ctx context.Context, def *config.Server, sett
 		return false, fmt.Errorf("storing server %q: %w", def.Name, err)
 	}
 	rec := &record{id: row.ID, source: sourceConfig, def: def, autoConnect: auto, registeredAt: row.CreatedAt}
+	switch o, err := r.db.AccessOverride(ctx, row.ID); {
+	case err == nil:
+		rec.override = &o
+		if o.DefaultAccess != def.DefaultAccess {
+			r.logger.Info("default_access overridden at run time", "server", def.Name, "file", def.DefaultAccess,
+				"override", o.DefaultAccess, "set_by", o.SetBy, "set_at", o.SetAt)
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return false, fmt.Errorf("reading the default_access override of %q: %w", def.Name, err)
+	}
 	if err := r.add(ctx, rec, def); err != nil {
 		return false, err
 	}
@@ -598,14 +655,15 @@ func (r *registry) serverForPrefix(prefix string) string {
 	return prefix
 }
 
-// defaultAccess is every server's default_access ("allow" or "deny").
+// defaultAccess is every server's default_access in force ("allow" or
+// "deny"), overrides included.
 func (r *registry) defaultAccess() map[string]string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	m := make(map[string]string, len(r.servers))
 	for name, rec := range r.servers {
-		if rec.def.DefaultAccess != "" {
-			m[name] = rec.def.DefaultAccess
+		if a := rec.access(); a != "" {
+			m[name] = a
 		}
 	}
 	return m
@@ -738,16 +796,31 @@ func (r *registry) Logs(_ context.Context, idOrName string, max int) ([]string, 
 	return lines, nil
 }
 
-// SetDefaultAccess changes a runtime-registered server's default_access
-// without restarting it; the authorization policy follows at once.
+// SetDefaultAccess changes a server's default_access without restarting
+// it; the authorization policy follows at once. A runtime-registered
+// server's stored definition changes. A config-file server gets an
+// override, kept in the store (so it survives restarts and reaches every
+// replica) and shown as overriding the file until ResetDefaultAccess.
 func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
 	}
 	if rec.source == sourceConfig {
-		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
-			Message: fmt.Sprintf("server %q is defined in the config file; set its default_access there", rec.def.Name)}
+		id, _ := authz.IdentityFrom(ctx)
+		by := id.AgentID
+		if by == "" {
+			by = id.ID
+		}
+		o, err := r.db.SetAccessOverride(ctx, store.AccessOverride{ServerID: rec.id, DefaultAccess: access, SetBy: by})
+		if err != nil {
+			return api.Server{}, err
+		}
+		next := r.replace(rec, func(n *record) { n.override = &o })
+		r.logger.Info("default_access overridden at run time", "server", rec.def.Name, "file", rec.def.DefaultAccess,
+			"override", access, "set_by", by)
+		r.changed()
+		return r.view(next, r.cat.Snapshot()), nil
 	}
 	def := rec.def.Clone()
 	def.DefaultAccess = access
@@ -767,6 +840,42 @@ func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string
 	r.mu.Unlock()
 	r.changed()
 	return r.view(&next, r.cat.Snapshot()), nil
+}
+
+// ResetDefaultAccess drops a config-file server's default_access override:
+// the file's value applies again, at once.
+func (r *registry) ResetDefaultAccess(ctx context.Context, idOrName string) (api.Server, error) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return api.Server{}, err
+	}
+	if rec.source != sourceConfig {
+		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q was registered through the API: its default_access is its definition's, with no config file value to return to; change it with PATCH", rec.def.Name)}
+	}
+	if _, err := r.db.ClearAccessOverride(ctx, rec.id); err != nil {
+		return api.Server{}, err
+	}
+	next := rec
+	if rec.override != nil {
+		next = r.replace(rec, func(n *record) { n.override = nil })
+		r.logger.Info("default_access override reset", "server", rec.def.Name, "file", rec.def.DefaultAccess)
+		r.changed()
+	}
+	return r.view(next, r.cat.Snapshot()), nil
+}
+
+// replace publishes a copy of rec changed by edit in rec's place (records
+// are read without the lock: never edit one) and returns it.
+func (r *registry) replace(rec *record, edit func(*record)) *record {
+	next := *rec
+	edit(&next)
+	r.mu.Lock()
+	if r.servers[rec.def.Name] == rec {
+		r.servers[rec.def.Name] = &next
+	}
+	r.mu.Unlock()
+	return &next
 }
 
 // Rename gives a runtime-registered server a new name: its tools' namespaced
@@ -926,10 +1035,20 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		AutoConnect:    rec.autoConnect,
 		HealthCheckURL: def.HealthCheckURL,
 		Prefix:         def.Prefix,
-		DefaultAccess:  def.DefaultAccess,
+		DefaultAccess:  rec.access(),
 		PinDefinitions: def.PinDefinitions,
 		RegisteredAt:   rec.registeredAt,
 		Status:         string(upstream.StateDisconnected),
+	}
+	switch {
+	case rec.override != nil:
+		v.DefaultAccessSource, v.FileDefaultAccess = "override", def.DefaultAccess
+		at := rec.override.SetAt
+		v.DefaultAccessSetAt, v.DefaultAccessSetBy = &at, rec.override.SetBy
+	case rec.source == sourceConfig:
+		v.DefaultAccessSource = sourceConfig
+	default:
+		v.DefaultAccessSource = sourceAPI
 	}
 	cc := map[string]any{}
 	switch def.Transport {

@@ -4,6 +4,16 @@
 // with no HTTP and no SQL; persistence goes through the small Store interface
 // it declares.
 //
+// Two kinds of identities reach the same layers (docs/access.md has the
+// table). An identity whose credential carries a workspace policy (seed 003:
+// a JWT with mcpServerAllowIds, mcpServerDenyIds or isAdmin, or an API key
+// created with workspace_policy) is authorized per server by seed 003's rule:
+// admin → every server; a deny id → never; a server with default_access deny
+// → only with an allow id; otherwise allowed, with no grant needed. Any other
+// identity keeps seed 000's default deny: it needs a grant, made to its agent
+// or to its workspace. Role restrictions and high-risk approval tokens apply
+// to both.
+//
 // Default deny: a call is allowed only when every layer allows it, and every
 // Decision names the rule that made it and the policy revision it was made
 // under, so the audit log can explain it later.
@@ -32,6 +42,11 @@ type Identity struct {
 	// mcpServerDenyIds: server names. An explicit deny wins.
 	AllowServers []string `json:"allow_servers,omitempty"`
 	DenyServers  []string `json:"deny_servers,omitempty"`
+	// WorkspacePolicy reports that the credential carries a workspace
+	// policy (seed 003): the servers it may use follow from Admin,
+	// AllowServers, DenyServers and each server's default_access alone, and
+	// it needs no grant. Without it, the identity needs grants (seed 000).
+	WorkspacePolicy bool `json:"workspace_policy"`
 	// Method is how the caller authenticated: "key", "jwt" or "local".
 	Method string `json:"method"`
 }
@@ -56,14 +71,19 @@ func LocalAdmin() Identity {
 	return Identity{ID: "local", AgentID: "local", Admin: true, Method: "local"}
 }
 
-// Grant allows an agent to call tools (seed 000 mcp_policies). Server and
-// Tool are names or glob patterns ("*" matches any run of characters), so
-// {Server: "github", Tool: "*"} is the pattern "github.*". (agent, server,
-// tool) is unique: granting again replaces the previous grant.
+// Grant allows an agent, or every identity of a workspace, to call tools
+// (seed 000 mcp_policies). Exactly one of AgentID and Workspace is set.
+// Server and Tool are names or glob patterns ("*" matches any run of
+// characters), so {Server: "github", Tool: "*"} is the pattern "github.*".
+// (agent, workspace, server, tool) is unique: granting again replaces the
+// previous grant.
 type Grant struct {
 	ID      string `json:"id"`
 	AgentID string `json:"agent_id"`
-	Server  string `json:"server_id"`
+	// Workspace, when set, grants to every identity whose Workspace it is
+	// (AgentID is then empty).
+	Workspace string `json:"workspace,omitempty"`
+	Server    string `json:"server_id"`
 	// Tool is the server's own (original) tool name or a pattern.
 	Tool string `json:"tool_name"`
 	// Actions defaults to ["invoke"].
@@ -117,7 +137,8 @@ type Decision struct {
 	Allow bool `json:"allow"`
 	// Rule names what decided: "admin", "grant:<id>", "default-deny",
 	// "grant-expired:<id>", "role:<role>", "workspace:deny-id",
-	// "server:default-deny", "high-risk:token-missing", ... An allow that an
+	// "server:default-deny", "workspace:allow-id", "workspace:default-allow",
+	// "high-risk:token-missing", ... An allow that an
 	// approval token completed appends "+token:<first 8 of the token ID>"
 	// ("grant:<id>+token:1a2b3c4d").
 	Rule   string `json:"rule"`

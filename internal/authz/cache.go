@@ -20,7 +20,7 @@ type policyResult struct {
 // never a wrong decision.
 type cacheKey struct {
 	id, agent, workspace string
-	admin                bool
+	admin, policy        bool
 	lists                uint64
 	server, tool, name   string
 	action               string
@@ -49,7 +49,7 @@ func newDecisionCache(max int) *decisionCache {
 
 func makeKey(id Identity, server, tool, name, action string) cacheKey {
 	return cacheKey{
-		id: id.ID, agent: id.AgentID, workspace: id.Workspace, admin: id.Admin,
+		id: id.ID, agent: id.AgentID, workspace: id.Workspace, admin: id.Admin, policy: id.WorkspacePolicy,
 		lists:  hashLists(id.Roles, id.AllowServers, id.DenyServers),
 		server: server, tool: tool, name: name, action: action,
 	}

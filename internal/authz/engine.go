@@ -116,12 +116,12 @@ type Engine struct {
 	log   *slog.Logger
 	cache *decisionCache // nil when Options.CacheSize < 0
 
-	mu       sync.RWMutex
-	pol      Policy
-	highRisk []highRiskEntry
-	byAgent  map[string][]Grant // sorted by (Server, Tool)
-	byID     map[string]Grant
-	rev      uint64
+	mu        sync.RWMutex
+	pol       Policy
+	highRisk  []highRiskEntry
+	byGrantee map[grantee][]Grant // sorted by (Server, Tool)
+	byID      map[string]Grant
+	rev       uint64
 	// issued remembers the tokens this engine issued per grant ID so Revoke
 	// can mark them revoked in the store. Tokens issued elsewhere die anyway:
 	// a token whose grant is gone fails the token layer.
@@ -132,6 +132,12 @@ type issuedRef struct {
 	id      string
 	expires time.Time
 }
+
+// grantee is who a grant is made to: an agent, or every identity of a
+// workspace.
+type grantee struct{ agent, workspace string }
+
+func granteeOf(g Grant) grantee { return grantee{agent: g.AgentID, workspace: g.Workspace} }
 
 // New returns an Engine with the grants of st loaded. It fails only if st
 // cannot list them.
@@ -221,25 +227,27 @@ func (e *Engine) Reload(ctx context.Context) error {
 }
 
 func (e *Engine) setGrantsLocked(grants []Grant) {
-	e.byAgent = make(map[string][]Grant)
+	e.byGrantee = make(map[grantee][]Grant)
 	e.byID = make(map[string]Grant, len(grants))
 	for _, g := range grants {
 		g = cloneGrant(g)
-		e.byAgent[g.AgentID] = append(e.byAgent[g.AgentID], g)
+		k := granteeOf(g)
+		e.byGrantee[k] = append(e.byGrantee[k], g)
 		e.byID[g.ID] = g
 	}
-	for _, gs := range e.byAgent {
+	for _, gs := range e.byGrantee {
 		slices.SortFunc(gs, compareGrants)
 	}
 }
 
-// putGrantLocked replaces any grant with g's ID or (agent, server, tool).
+// putGrantLocked replaces any grant with g's ID or (grantee, server, tool).
 func (e *Engine) putGrantLocked(g Grant) {
 	g = cloneGrant(g)
 	if old, ok := e.byID[g.ID]; ok {
 		e.deleteGrantLocked(old.ID)
 	}
-	gs := slices.DeleteFunc(e.byAgent[g.AgentID], func(o Grant) bool {
+	k := granteeOf(g)
+	gs := slices.DeleteFunc(e.byGrantee[k], func(o Grant) bool {
 		if o.Server == g.Server && o.Tool == g.Tool {
 			delete(e.byID, o.ID)
 			return true
@@ -248,7 +256,7 @@ func (e *Engine) putGrantLocked(g Grant) {
 	})
 	gs = append(gs, g)
 	slices.SortFunc(gs, compareGrants)
-	e.byAgent[g.AgentID] = gs
+	e.byGrantee[k] = gs
 	e.byID[g.ID] = g
 }
 
@@ -258,13 +266,25 @@ func (e *Engine) deleteGrantLocked(id string) bool {
 		return false
 	}
 	delete(e.byID, id)
-	gs := slices.DeleteFunc(e.byAgent[g.AgentID], func(o Grant) bool { return o.ID == id })
+	k := granteeOf(g)
+	gs := slices.DeleteFunc(e.byGrantee[k], func(o Grant) bool { return o.ID == id })
 	if len(gs) == 0 {
-		delete(e.byAgent, g.AgentID)
+		delete(e.byGrantee, k)
 	} else {
-		e.byAgent[g.AgentID] = gs
+		e.byGrantee[k] = gs
 	}
 	return true
+}
+
+// grantsOfLocked returns the grant lists that apply to id: its agent's and
+// its workspace's.
+func (e *Engine) grantsOfLocked(id Identity) [2][]Grant {
+	var out [2][]Grant
+	out[0] = e.byGrantee[grantee{agent: id.AgentID}]
+	if id.Workspace != "" {
+		out[1] = e.byGrantee[grantee{workspace: id.Workspace}]
+	}
+	return out
 }
 
 func (e *Engine) bumpLocked() {
@@ -277,6 +297,7 @@ func (e *Engine) bumpLocked() {
 func compareGrants(a, b Grant) int {
 	return cmp.Or(
 		cmp.Compare(a.AgentID, b.AgentID),
+		cmp.Compare(a.Workspace, b.Workspace),
 		cmp.Compare(a.Server, b.Server),
 		cmp.Compare(a.Tool, b.Tool),
 		cmp.Compare(a.ID, b.ID),
@@ -364,12 +385,10 @@ func (e *Engine) evaluateLocked(id Identity, server, tool, name, action string, 
 	if id.Admin {
 		return policyResult{allow: true, rule: "admin", reason: "caller is an administrator"}, time.Time{}
 	}
-	// 2. Workspace access (seed 003): an explicit deny wins over everything.
-	if matchAny(id.DenyServers, server) {
-		return policyResult{rule: "workspace:deny-id", reason: fmt.Sprintf("server %q is in the caller's deny list", server)}, time.Time{}
-	}
-	if access, ok := e.pol.ServerAccess[server]; ok && access != "" && !strings.EqualFold(access, "allow") && !matchAny(id.AllowServers, server) {
-		return policyResult{rule: "server:default-deny", reason: fmt.Sprintf("server %q has default_access deny and the caller is not in its allow list", server)}, time.Time{}
+	// 2. Workspace access (seed 003): an explicit deny wins over everything;
+	// a server whose default_access is deny admits only its allow list.
+	if res, denied := e.serverDeniedLocked(id, server); denied {
+		return res, time.Time{}
 	}
 	// 3. Role restrictions: any restricted role of the caller must allow name.
 	first, allowed := "", false
@@ -389,27 +408,37 @@ func (e *Engine) evaluateLocked(id Identity, server, tool, name, action string, 
 	if first != "" && !allowed {
 		return policyResult{rule: "role:" + first, reason: fmt.Sprintf("role %q does not allow %q", first, name)}, time.Time{}
 	}
-	// 4. Grants: default deny. The most specific live grant names the rule.
+	// 4a. A workspace policy (seed 003) allows what layer 2 let through: the
+	// server-level rule is the whole rule, no grant needed.
+	if id.WorkspacePolicy {
+		return e.workspaceAllowLocked(id, server), time.Time{}
+	}
+	// 4b. Grants, to the agent or to its workspace: default deny. The most
+	// specific live grant names the rule.
 	var live, expired *Grant
-	gs := e.byAgent[id.AgentID]
-	for i := range gs {
-		g := &gs[i]
-		if !match(g.Server, server) || !match(g.Tool, tool) || !actionAllowed(g.Actions, action) {
-			continue
-		}
-		if g.ExpiresAt != nil && !now.Before(*g.ExpiresAt) {
-			if expired == nil || g.ExpiresAt.After(*expired.ExpiresAt) {
-				expired = g
+	for _, gs := range e.grantsOfLocked(id) {
+		for i := range gs {
+			g := &gs[i]
+			if !match(g.Server, server) || !match(g.Tool, tool) || !actionAllowed(g.Actions, action) {
+				continue
 			}
-			continue
-		}
-		if live == nil || literalLen(g.Server)+literalLen(g.Tool) > literalLen(live.Server)+literalLen(live.Tool) {
-			live = g
+			if g.ExpiresAt != nil && !now.Before(*g.ExpiresAt) {
+				if expired == nil || g.ExpiresAt.After(*expired.ExpiresAt) {
+					expired = g
+				}
+				continue
+			}
+			if live == nil || literalLen(g.Server)+literalLen(g.Tool) > literalLen(live.Server)+literalLen(live.Tool) {
+				live = g
+			}
 		}
 	}
 	switch {
 	case live != nil:
 		res = policyResult{allow: true, rule: "grant:" + live.ID, reason: fmt.Sprintf("granted %s on %s.%s", action, live.Server, live.Tool)}
+		if live.Workspace != "" {
+			res.reason += fmt.Sprintf(" to workspace %q", live.Workspace)
+		}
 		if live.ExpiresAt != nil {
 			until = *live.ExpiresAt
 		}
@@ -417,8 +446,42 @@ func (e *Engine) evaluateLocked(id Identity, server, tool, name, action string, 
 	case expired != nil:
 		return policyResult{rule: "grant-expired:" + expired.ID, reason: fmt.Sprintf("the grant expired at %s", expired.ExpiresAt.UTC().Format(time.RFC3339))}, time.Time{}
 	default:
-		return policyResult{rule: "default-deny", reason: fmt.Sprintf("agent %q has no grant for %s on %s", id.AgentID, action, name)}, time.Time{}
+		who := fmt.Sprintf("agent %q", id.AgentID)
+		if id.Workspace != "" {
+			who += fmt.Sprintf(" (workspace %q)", id.Workspace)
+		}
+		return policyResult{rule: "default-deny", reason: who + " has no grant for " + action + " on " + name +
+			" and its credential carries no workspace policy"}, time.Time{}
 	}
+}
+
+// serverDeniedLocked is layer 2, seed 003's two denials: a deny id, and a
+// server with default_access deny that the caller's allow list does not
+// name.
+func (e *Engine) serverDeniedLocked(id Identity, server string) (policyResult, bool) {
+	if matchAny(id.DenyServers, server) {
+		return policyResult{rule: "workspace:deny-id", reason: fmt.Sprintf("server %q is in the caller's deny list", server)}, true
+	}
+	if e.defaultDenyLocked(server) && !matchAny(id.AllowServers, server) {
+		return policyResult{rule: "server:default-deny", reason: fmt.Sprintf("server %q has default_access deny and the caller is not in its allow list", server)}, true
+	}
+	return policyResult{}, false
+}
+
+// defaultDenyLocked reports whether server's default_access is deny (or an
+// unknown value, which fails closed).
+func (e *Engine) defaultDenyLocked(server string) bool {
+	access, ok := e.pol.ServerAccess[server]
+	return ok && access != "" && !strings.EqualFold(access, "allow")
+}
+
+// workspaceAllowLocked is the allow of a workspace-policy identity that
+// layer 2 let through, named for what admitted it.
+func (e *Engine) workspaceAllowLocked(id Identity, server string) policyResult {
+	if matchAny(id.AllowServers, server) {
+		return policyResult{allow: true, rule: "workspace:allow-id", reason: fmt.Sprintf("server %q is in the caller's allow list", server)}
+	}
+	return policyResult{allow: true, rule: "workspace:default-allow", reason: fmt.Sprintf("server %q has default_access allow and the caller's workspace policy does not deny it", server)}
 }
 
 func matchAny(patterns []string, name string) bool {
@@ -542,24 +605,28 @@ func short(id string) string {
 
 // ServerAllowed reports whether id may use the resources and prompts of
 // server: admins may; others when the workspace layer lets them reach the
-// server and they hold at least one live grant on it. Resources and prompts
-// carry no per-item grants, so reaching a server's tools is what opens them.
+// server and either their credential carries a workspace policy or they
+// hold at least one live grant on it (to their agent or their workspace).
+// Resources and prompts carry no per-item grants, so reaching a server's
+// tools is what opens them.
 func (e *Engine) ServerAllowed(id Identity, server string) bool {
 	if id.Admin {
 		return true
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if matchAny(id.DenyServers, server) {
+	if _, denied := e.serverDeniedLocked(id, server); denied {
 		return false
 	}
-	if access, ok := e.pol.ServerAccess[server]; ok && access != "" && !strings.EqualFold(access, "allow") && !matchAny(id.AllowServers, server) {
-		return false
+	if id.WorkspacePolicy {
+		return true
 	}
 	now := e.now()
-	for _, g := range e.byAgent[id.AgentID] {
-		if match(g.Server, server) && (g.ExpiresAt == nil || now.Before(*g.ExpiresAt)) {
-			return true
+	for _, gs := range e.grantsOfLocked(id) {
+		for _, g := range gs {
+			if match(g.Server, server) && (g.ExpiresAt == nil || now.Before(*g.ExpiresAt)) {
+				return true
+			}
 		}
 	}
 	return false

@@ -38,7 +38,7 @@ func (s *fakeStore) PutGrant(_ context.Context, g Grant) (Grant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, old := range s.grants {
-		if old.AgentID == g.AgentID && old.Server == g.Server && old.Tool == g.Tool {
+		if old.AgentID == g.AgentID && old.Workspace == g.Workspace && old.Server == g.Server && old.Tool == g.Tool {
 			delete(s.grants, id)
 			g.ID = old.ID
 		}

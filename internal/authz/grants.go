@@ -57,8 +57,13 @@ const secretPrefix = "sbt_"
 func (e *Engine) Grant(ctx context.Context, g Grant, o GrantOptions) (Grant, *IssuedToken, error) {
 	now := e.now()
 	var problems []string
-	if strings.TrimSpace(g.AgentID) == "" {
-		problems = append(problems, "agent_id is empty")
+	switch agent, ws := strings.TrimSpace(g.AgentID), strings.TrimSpace(g.Workspace); {
+	case agent == "" && ws == "":
+		problems = append(problems, "agent_id (or workspace) is empty")
+	case agent != "" && ws != "":
+		problems = append(problems, "agent_id and workspace are both set: a grant is to an agent or to a workspace")
+	case ws != "" && o.IssueToken:
+		problems = append(problems, "a token is issued to an agent, not to a workspace: issue it to each agent")
 	}
 	if strings.TrimSpace(g.Server) == "" {
 		problems = append(problems, "server_id is empty")
@@ -94,13 +99,13 @@ func (e *Engine) Grant(ctx context.Context, g Grant, o GrantOptions) (Grant, *Is
 	}
 	stored, err := e.st.PutGrant(ctx, g)
 	if err != nil {
-		return Grant{}, nil, fmt.Errorf("storing grant of %s on %s.%s: %w", g.AgentID, g.Server, g.Tool, err)
+		return Grant{}, nil, fmt.Errorf("storing grant of %s on %s.%s: %w", g.grantee(), g.Server, g.Tool, err)
 	}
 	e.mu.Lock()
 	e.putGrantLocked(stored)
 	e.bumpLocked()
 	e.mu.Unlock()
-	e.log.Info("grant stored", "grant_id", stored.ID, "agent_id", stored.AgentID,
+	e.log.Info("grant stored", "grant_id", stored.ID, "agent_id", stored.AgentID, "workspace", stored.Workspace,
 		"server", stored.Server, "tool", stored.Tool, "actions", stored.Actions, "expires_at", stored.ExpiresAt)
 
 	if !o.IssueToken {
@@ -150,14 +155,22 @@ func (e *Engine) Revoke(ctx context.Context, grantID string) error {
 	return errors.Join(errs...)
 }
 
-// Grants returns the grants of agentID ("" = every agent), sorted by (agent,
-// server, tool).
+// grantee names who g is made to, for messages.
+func (g Grant) grantee() string {
+	if g.Workspace != "" {
+		return "workspace " + g.Workspace
+	}
+	return g.AgentID
+}
+
+// Grants returns the grants made to agentID ("" = every grant, to agents
+// and to workspaces), sorted by (agent, workspace, server, tool).
 func (e *Engine) Grants(agentID string) []Grant {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	var out []Grant
 	if agentID != "" {
-		for _, g := range e.byAgent[agentID] {
+		for _, g := range e.byGrantee[grantee{agent: agentID}] {
 			out = append(out, cloneGrant(g))
 		}
 		return out

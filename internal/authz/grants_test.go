@@ -21,8 +21,10 @@ func TestGrantValidation(t *testing.T) {
 		o    GrantOptions
 		want string // in the error
 	}{
-		{"empty agent", Grant{Server: "fs", Tool: "x"}, GrantOptions{}, "agent_id is empty"},
-		{"blank agent", Grant{AgentID: " ", Server: "fs", Tool: "x"}, GrantOptions{}, "agent_id is empty"},
+		{"empty agent", Grant{Server: "fs", Tool: "x"}, GrantOptions{}, "agent_id (or workspace) is empty"},
+		{"blank agent", Grant{AgentID: " ", Server: "fs", Tool: "x"}, GrantOptions{}, "agent_id (or workspace) is empty"},
+		{"agent and workspace", Grant{AgentID: "carol", Workspace: "team", Server: "fs", Tool: "x"}, GrantOptions{}, "agent_id and workspace are both set"},
+		{"token to a workspace", Grant{Workspace: "team", Server: "fs", Tool: "x"}, GrantOptions{IssueToken: true}, "a token is issued to an agent, not to a workspace"},
 		{"empty server", Grant{AgentID: "carol", Tool: "x"}, GrantOptions{}, "server_id is empty"},
 		{"empty tool", Grant{AgentID: "carol", Server: "fs"}, GrantOptions{}, "tool_name is empty"},
 		{"expires now", with2(ok, func(g *Grant) { g.ExpiresAt = ptr(t0) }), GrantOptions{}, "expires_at is not in the future"},
@@ -30,7 +32,7 @@ func TestGrantValidation(t *testing.T) {
 		{"empty action", with2(ok, func(g *Grant) { g.Actions = []string{"invoke", ""} }), GrantOptions{}, "an action is empty"},
 		{"negative token ttl", ok, GrantOptions{IssueToken: true, TokenTTL: -time.Second}, "token ttl is negative"},
 		{"bad bound arguments", ok, GrantOptions{IssueToken: true, BindArguments: json.RawMessage(`{"a":`)}, "bind_arguments"},
-		{"every problem at once", Grant{}, GrantOptions{}, "agent_id is empty; server_id is empty; tool_name is empty"},
+		{"every problem at once", Grant{}, GrantOptions{}, "agent_id (or workspace) is empty; server_id is empty; tool_name is empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ var (
 type Store interface {
 	// ListGrants returns every grant of every agent.
 	ListGrants(ctx context.Context) ([]Grant, error)
-	// PutGrant upserts on (AgentID, Server, Tool) and returns the stored
+	// PutGrant upserts on (AgentID, Workspace, Server, Tool) and returns the stored
 	// grant; the ID of an existing row is kept, so re-granting does not
 	// orphan the tokens issued with it.
 	PutGrant(ctx context.Context, g Grant) (Grant, error)

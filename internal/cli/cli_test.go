@@ -24,7 +24,8 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestHelpGolden(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"stdio", "--help"}, {"demo-server", "--help"},
 		{"status", "--help"}, {"start", "--help"}, {"call", "--help"}, {"servers", "add", "--help"},
-		{"config", "validate", "--help"}, {"check", "--help"}, {"tools", "quarantined", "--help"}, {"tools", "approve", "--help"}} {
+		{"config", "validate", "--help"}, {"check", "--help"}, {"tools", "quarantined", "--help"}, {"tools", "approve", "--help"},
+		{"keys", "create", "--help"}, {"grant", "--help"}} {
 		name := strings.Join(args, "_")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := run(t, args...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -122,7 +123,10 @@ func newConfigValidate(e *env) *cobra.Command {
 		Use:   "validate",
 		Short: "Check a config file, and its clients' declarations against a running gateway",
 		Long: `Check a config file (-c, else ./switchboard.yaml, else the built-in default)
-and print every problem as FILE:LINE:COL: FIELD: message.
+and print every problem as FILE:LINE:COL: FIELD: message. The file may use
+seed 002's spelling (mcp_servers:, mcp_settings:). The command of every stdio
+server is looked up as the gateway would start it (PATH, or the path given):
+one that is missing is a problem.
 
 When a gateway answers (--url or SWITCHBOARD_URL, else the default URL if a
 gateway listens there), the tool names in the clients' role_restrictions are
@@ -133,7 +137,7 @@ connected yet only gets a warning: its tools are unknown.
 servers: defines it, its status on the gateway, and a hint to get it running.
 
 Exit status: 0 valid, 1 the gateway named by --url cannot be asked,
-2 the config or a tool name is wrong.`,
+2 the config, a command or a tool name is wrong.`,
 		Example: `  switchboard config validate -c switchboard.yaml
   switchboard config validate --show-mcp-requirements --url http://gateway:8080`,
 		Args: cobra.NoArgs,
@@ -163,11 +167,18 @@ func (r *remote) validate(ctx context.Context, file string, show bool) error {
 		return exitError{ExitUsage}
 	}
 
+	// A command that is not there passes parsing and fails at start: say so
+	// now, on the machine that runs the check.
+	missing := cfg.CheckCommands(exec.LookPath)
+	for _, ce := range missing {
+		fmt.Fprintln(e.stderr, ce.Error())
+	}
+	problems := len(missing)
+
 	g, err := r.probe(ctx)
 	if err != nil {
 		return err
 	}
-	var problems int
 	if g != nil {
 		// Warnings and problems in file order, as an editor lists them.
 		diags := checkTools(cfg, g)

@@ -17,13 +17,24 @@ import (
 )
 
 // declServers are the servers of the declaration files: demo is the test
-// gateway's; files is not registered there.
+// gateway's; files is not registered there. Its command is one every
+// machine has, so that validate's PATH check passes anywhere.
 const declServers = `servers:
   demo: {transport: stdio, command: switchboard, args: [demo-server]}
   files:
     transport: stdio
-    command: npx
+    command: sh
     package: "@modelcontextprotocol/server-filesystem"
+`
+
+// missingDecl is seed 002's way of writing a server whose program is not
+// installed: it parses, and validate reports the command.
+const missingDecl = `mcp_servers:
+  files:
+    package: "@modelcontextprotocol/server-filesystem"
+    command: "switchboard-test-no-such-program -y /srv/data"
+  demo:
+    command: switchboard demo-server
 `
 
 const goodDecl = declServers + `clients:
@@ -68,6 +79,7 @@ func TestDeclarationsAgainstGateway(t *testing.T) {
 		return p
 	}
 	good, tools, broken := write("good.yaml", goodDecl), write("tools.yaml", toolsDecl), write("broken.yaml", brokenDecl)
+	missing := write("missing.yaml", missingDecl)
 	// transcript is what a terminal shows, with what varies per run replaced.
 	transcript := func(code int, out, errOut string) string {
 		s := out
@@ -88,6 +100,7 @@ func TestDeclarationsAgainstGateway(t *testing.T) {
 		{"validate requirements", []string{"config", "validate", "-c", good, "--show-mcp-requirements"}, ExitOK, "validate_requirements"},
 		{"validate unknown tools", []string{"config", "validate", "-c", tools}, ExitUsage, "validate_tools"},
 		{"validate broken file", []string{"config", "validate", "-c", broken}, ExitUsage, "validate_broken"},
+		{"validate missing command", []string{"config", "validate", "-c", missing}, ExitUsage, "validate_missing_command"},
 		{"check up", []string{"check", "claude-code", "-c", good}, ExitOK, "check_up"},
 		{"check unregistered required server", []string{"check", "cursor", "-c", good}, ExitFailure, "check_unregistered"},
 		{"check unknown client", []string{"check", "windsurf", "-c", good}, ExitUsage, "check_unknown_client"},

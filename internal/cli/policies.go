@@ -19,18 +19,33 @@ func newGrant(e *env) *cobra.Command {
 		token, singleUse bool
 		bindArgs         string
 		tokenTTL         time.Duration
+		workspace        string
 	)
 	cmd := &cobra.Command{
-		Use:   "grant <agent> <server.tool|pattern>",
-		Short: "Let an agent call a tool or a pattern of tools (\"github.*\")",
+		Use:   "grant (<agent> | --workspace <name>) <server.tool|pattern>",
+		Short: "Let an agent (or a workspace) call a tool or a pattern of tools (\"github.*\")",
 		Example: `  switchboard grant ci-bot demo.echo --expires 24h
-  switchboard grant ops demo.fail --token --single-use --bind-args '{"message": "x"}'`,
-		Args: cobra.ExactArgs(2),
+  switchboard grant ops demo.fail --token --single-use --bind-args '{"message": "x"}'
+  switchboard grant --workspace team-a "demo.*"`,
+		Args: func(cmd *cobra.Command, a []string) error {
+			if workspace != "" {
+				if len(a) != 1 {
+					return usageError{errors.New("with --workspace, give only the tool: grant --workspace <name> <server.tool|pattern>")}
+				}
+				return nil
+			}
+			return cobra.ExactArgs(2)(cmd, a)
+		},
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if !token && (singleUse || bindArgs != "" || cmd.Flags().Changed("token-ttl")) {
 				return usageError{errors.New("--single-use, --bind-args and --token-ttl apply to the token: add --token")}
 			}
-			req := api.GrantRequest{AgentID: a[0], Tool: a[1], IssueToken: token, SingleUse: singleUse}
+			req := api.GrantRequest{IssueToken: token, SingleUse: singleUse}
+			if workspace != "" {
+				req.Workspace, req.Tool = workspace, a[0]
+			} else {
+				req.AgentID, req.Tool = a[0], a[1]
+			}
 			if expires > 0 {
 				at := time.Now().Add(expires).UTC()
 				req.ExpiresAt = &at
@@ -60,7 +75,7 @@ func newGrant(e *env) *cobra.Command {
 				return err
 			}
 			g := res.Grant
-			fmt.Fprintf(e.stdout, "granted %s to %s (grant %s", grantTarget(g.Server, g.Tool), g.AgentID, g.ID)
+			fmt.Fprintf(e.stdout, "granted %s to %s (grant %s", grantTarget(g.Server, g.Tool), grantee(g.AgentID, g.Workspace), g.ID)
 			if g.ExpiresAt != nil {
 				fmt.Fprintf(e.stdout, ", expires %s", stamp(*g.ExpiresAt))
 			}
@@ -78,9 +93,18 @@ func newGrant(e *env) *cobra.Command {
 	f.BoolVar(&singleUse, "single-use", false, "the token works for one call only")
 	f.StringVar(&bindArgs, "bind-args", "", "bind the token to these exact arguments (a JSON object)")
 	f.DurationVar(&tokenTTL, "token-ttl", 0, "the token's lifetime (default the gateway's)")
+	f.StringVar(&workspace, "workspace", "", "grant to every identity of this workspace instead of one agent")
 	r.register(cmd)
 	r.registerOutput(cmd)
 	return cmd
+}
+
+// grantee names who a grant is made to: an agent, or "workspace:<name>".
+func grantee(agent, workspace string) string {
+	if workspace != "" {
+		return "workspace:" + workspace
+	}
+	return agent
 }
 
 func grantTarget(server, tool string) string {
@@ -140,7 +164,7 @@ func newPolicies(e *env) *cobra.Command {
 			}
 			t := &table{header: []string{"ID", "AGENT", "TOOL", "ACTIONS", "GRANTED", "BY", "EXPIRES"}}
 			for _, g := range list.Grants {
-				t.addText(g.ID, g.AgentID, grantTarget(g.Server, g.Tool), strings.Join(g.Actions, ","),
+				t.addText(g.ID, grantee(g.AgentID, g.Workspace), grantTarget(g.Server, g.Tool), strings.Join(g.Actions, ","),
 					stamp(g.GrantedAt), orDash(g.GrantedBy), stampPtr(g.ExpiresAt))
 			}
 			return t.render(e.stdout, r.color())
@@ -173,13 +197,24 @@ func newKeysCreate(r *remote) *cobra.Command {
 		workspace   string
 		allow, deny []string
 		expires     time.Duration
+		policy      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create <agent>",
 		Short: "Create an API key for an agent; the key is printed once",
-		Args:  cobra.ExactArgs(1),
+		Long: `Create an API key for an agent; the key is printed once.
+
+By default the key needs grants to call anything (default deny), and
+--allow-server/--deny-server only restrict. With --workspace-policy the key
+carries a workspace policy, as a seed 003 JWT does: every server whose
+default_access is allow, minus --deny-server, plus the default_access deny
+servers named by --allow-server, with no grant needed (docs/access.md).`,
+		Example: `  switchboard keys create ci-bot --role review
+  switchboard keys create research-agent --workspace research --workspace-policy --allow-server research_fs`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			req := api.KeyRequest{AgentID: a[0], Roles: roles, Admin: admin, Workspace: workspace, AllowServers: allow, DenyServers: deny}
+			req := api.KeyRequest{AgentID: a[0], Roles: roles, Admin: admin, Workspace: workspace, AllowServers: allow, DenyServers: deny,
+				WorkspacePolicy: policy}
 			if expires > 0 {
 				at := time.Now().Add(expires).UTC()
 				req.ExpiresAt = &at
@@ -208,8 +243,9 @@ func newKeysCreate(r *remote) *cobra.Command {
 	f.StringArrayVar(&roles, "role", nil, "role of the agent, repeatable")
 	f.BoolVar(&admin, "admin", false, "the key administers the gateway")
 	f.StringVar(&workspace, "workspace", "", "the agent's workspace")
-	f.StringArrayVar(&allow, "allow-server", nil, "only these servers, repeatable")
+	f.StringArrayVar(&allow, "allow-server", nil, "servers with default_access deny this key may use, repeatable")
 	f.StringArrayVar(&deny, "deny-server", nil, "never these servers, repeatable")
+	f.BoolVar(&policy, "workspace-policy", false, "the key's admin, allow and deny lists are its workspace policy: no grants needed (seed 003)")
 	f.DurationVar(&expires, "expires", 0, "the key ends after this long (default never)")
 	r.registerOutput(cmd)
 	return cmd

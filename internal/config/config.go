@@ -71,6 +71,18 @@
 //	      review:
 //	        allowed_tools: [files__read_file, github__*, bash]
 //
+// Seed 002's own files load too: mcp_servers: and mcp_settings: are other
+// spellings of servers: and settings:, a server with a command needs no
+// transport (stdio), and a command of several words without an args key is
+// split as sh would split it:
+//
+//	mcp_servers:
+//	  filesystem:
+//	    command: "npx -y @modelcontextprotocol/server-filesystem /srv/data"
+//	    health_check: {method: tool_call, tool: filesystem.list_directory}
+//	mcp_settings:
+//	  health_check_interval_seconds: 30
+//
 // The environment overrides the auth section too: SWITCHBOARD_AUTH_MODE sets
 // auth.mode (creating the section), and SWITCHBOARD_JWT_SECRET or
 // SWITCHBOARD_JWKS_URL replaces the jwt key source; see [Auth] and [JWT].
@@ -167,6 +179,18 @@ type Config struct {
 	// unknown tool after discovery) can point at the line. Nil when the
 	// file has none of them.
 	Pos map[string]Pos
+
+	// serversSection is how the file spelled the servers section
+	// ("servers" or seed 002's "mcp_servers"); "" means "servers".
+	serversSection string
+}
+
+// serversKey is the servers section as the file spelled it, for messages.
+func (c *Config) serversKey() string {
+	if c.serversSection == "" {
+		return "servers"
+	}
+	return c.serversSection
 }
 
 // Server returns the server called name, or nil, so callers need not loop over
@@ -451,11 +475,12 @@ type Settings struct {
 	LogFormat         string        // text|json, default text            env SWITCHBOARD_LOG_FORMAT
 	ToolNameSeparator string        // "." (default) or "__"              env SWITCHBOARD_TOOL_NAME_SEPARATOR
 	AutoStartDefault  bool          // default false (seed 002)           env SWITCHBOARD_AUTO_START_DEFAULT
-	ShutdownTimeout   time.Duration // yaml shutdown_timeout_seconds, default 5s  env SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS
+	ShutdownTimeout   time.Duration // yaml shutdown_timeout_seconds, default 5s (1..30)  env SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS
 
 	// StartupTimeout bounds starting a server: process start, initialize and
-	// discovery. yaml startup_timeout_seconds, default 10s (seed 002), env
-	// SWITCHBOARD_STARTUP_TIMEOUT_SECONDS; a server may override it.
+	// discovery. yaml startup_timeout_seconds, default 10s (seed 002, range
+	// 1..60), env SWITCHBOARD_STARTUP_TIMEOUT_SECONDS; a server may override
+	// it.
 	StartupTimeout time.Duration
 	// ConnectTimeout is always equal to StartupTimeout once a config is
 	// loaded. Its key connect_timeout_seconds (env
@@ -469,11 +494,12 @@ type Settings struct {
 	// Upstream lifecycle (issue 4). Each has a yaml key of the same name in
 	// snake case (shown), an env var SWITCHBOARD_<KEY> and, where noted, a
 	// per-server override.
-	HealthCheckInterval     time.Duration // health_check_interval_seconds  30s; server health_check.interval_seconds
-	HealthCheckTimeout      time.Duration // health_check_timeout_seconds    5s; server health_check.timeout_seconds
-	LogDirectory            string        // log_directory: stdio stderr goes to <dir>/<server>.log; "" = no files
+	// Ranges are seed 002's (ADR-034), in seconds unless noted.
+	HealthCheckInterval     time.Duration // health_check_interval_seconds  30s (10..300); server health_check.interval_seconds
+	HealthCheckTimeout      time.Duration // health_check_timeout_seconds    5s (1..30); server health_check.timeout_seconds
+	LogDirectory            string        // log_directory: stdio stderr goes to <dir>/<server>.log (relative: to the working directory); default DefaultLogDirectory; "" = no files
 	RestartOnFailure        bool          // restart_on_failure              true; per server
-	MaxRestartAttempts      int           // max_restart_attempts             5 within RestartWindow; per server
+	MaxRestartAttempts      int           // max_restart_attempts             3 (1..10) within RestartWindow; per server
 	RestartWindow           time.Duration // restart_window_seconds         300s
 	RestartBackoffInitialMS int           // restart_backoff_initial_ms      500
 	RestartBackoffMaxMS     int           // restart_backoff_max_ms        30000
@@ -577,6 +603,11 @@ const (
 	MaxResultBytesLimit   = 1 << 30
 )
 
+// DefaultLogDirectory is seed 002's default log_directory. A relative
+// directory is relative to the gateway's working directory; it is created on
+// the first line a stdio server writes to stderr.
+const DefaultLogDirectory = "logs/mcp_servers"
+
 // DefaultAuditRedactPattern is the default of settings.audit_redact_pattern:
 // key names that usually hold credentials.
 const DefaultAuditRedactPattern = "password|passwd|token|secret|key|credential|authorization|cookie"
@@ -620,9 +651,9 @@ func DefaultSettings() Settings {
 
 		HealthCheckInterval:     30 * time.Second,
 		HealthCheckTimeout:      5 * time.Second,
-		LogDirectory:            "",
+		LogDirectory:            DefaultLogDirectory,
 		RestartOnFailure:        true,
-		MaxRestartAttempts:      5,
+		MaxRestartAttempts:      3,
 		RestartWindow:           300 * time.Second,
 		RestartBackoffInitialMS: 500,
 		RestartBackoffMaxMS:     30000,

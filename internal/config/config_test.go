@@ -95,9 +95,9 @@ func TestParseErrors(t *testing.T) {
 			want: []wantErr{{Line: 2, Field: "servers.local.command", Msg: "command is required"}},
 		},
 		{
-			name: "missing transport",
-			yaml: "servers:\n  local:\n    command: x\n",
-			want: []wantErr{{Line: 2, Field: "servers.local.transport", Msg: "transport is required"}},
+			name: "missing transport with a url",
+			yaml: "servers:\n  remote:\n    url: https://e/mcp\n",
+			want: []wantErr{{Line: 2, Field: "servers.remote.transport", Msg: "transport is required"}},
 		},
 		{
 			name: "name with a dot",
@@ -353,7 +353,7 @@ func TestParseErrors(t *testing.T) {
 				"  c:\n    transport: sse\n    url: https://e/sse\n    max_result_bytes: 1024\n" +
 				"  d:\n    transport: stdio\n    command: x\n    max_result_bytes: 1.5\n",
 			want: []wantErr{
-				{Line: 5, Field: "servers.a.max_restart_attempts", Msg: "must be between 1 and 1000 (got 0) (set restart_on_failure: false to never restart)"},
+				{Line: 5, Field: "servers.a.max_restart_attempts", Msg: "must be between 1 and 10 (got 0) (set restart_on_failure: false to never restart)"},
 				{Line: 6, Field: "servers.a.startup_timeout_seconds", Msg: "greater than 0"},
 				{Line: 7, Field: "servers.a.restart_on_failure", Msg: "must be true or false"},
 				{Line: 8, Field: "servers.a.start_on_demand", Msg: "must be true or false"},
@@ -368,13 +368,13 @@ func TestParseErrors(t *testing.T) {
 		},
 		{
 			name: "bad lifecycle settings",
-			yaml: "settings:\n  health_check_interval_seconds: 2\n  health_check_timeout_seconds: 3\n  max_restart_attempts: 0\n" +
+			yaml: "settings:\n  health_check_interval_seconds: 12\n  health_check_timeout_seconds: 13\n  max_restart_attempts: 0\n" +
 				"  restart_window_seconds: 0\n  restart_backoff_initial_ms: 1000\n  restart_backoff_max_ms: 999\n" +
 				"  degraded_error_rate: 1.5\n  degraded_window_calls: 0\n  restart_on_failure: sometimes\n  log_directory: [logs]\n" +
 				"  max_result_bytes: 2147483648\n",
 			want: []wantErr{
-				{Line: 3, Field: "settings.health_check_timeout_seconds", Msg: "must be at most health_check_interval_seconds (2s)"},
-				{Line: 4, Field: "settings.max_restart_attempts", Msg: "must be between 1 and 1000"},
+				{Line: 3, Field: "settings.health_check_timeout_seconds", Msg: "must be at most health_check_interval_seconds (12s)"},
+				{Line: 4, Field: "settings.max_restart_attempts", Msg: "must be between 1 and 10"},
 				{Line: 5, Field: "settings.restart_window_seconds", Msg: "greater than 0"},
 				{Line: 7, Field: "settings.restart_backoff_max_ms", Msg: "must be at least restart_backoff_initial_ms (1000)"},
 				{Line: 8, Field: "settings.degraded_error_rate", Msg: "must be greater than 0 and at most 1"},
@@ -943,7 +943,7 @@ func TestParseLifecycle(t *testing.T) {
     restart_on_failure: false
     max_restart_attempts: 2
     startup_timeout_seconds: 60
-    shutdown_timeout_seconds: 0.5
+    shutdown_timeout_seconds: 1.5
     start_on_demand: true
     idle_timeout_seconds: 600
     pin_definitions: false
@@ -982,7 +982,7 @@ settings:
 		Name: "files", Transport: "stdio", Command: "npx", DefaultAccess: "allow",
 		Package:          "@modelcontextprotocol/server-filesystem",
 		RestartOnFailure: &no, MaxRestartAttempts: &two,
-		StartupTimeout: Seconds(time.Minute), ShutdownTimeout: Seconds(500 * time.Millisecond),
+		StartupTimeout: Seconds(time.Minute), ShutdownTimeout: Seconds(1500 * time.Millisecond),
 		StartOnDemand: true, IdleTimeout: Seconds(10 * time.Minute), PinDefinitions: &no, MaxResultBytes: 1 << 20,
 		HealthCheck: &HealthCheck{
 			Method: "tool_call", Tool: "list_allowed_directories",
@@ -1074,7 +1074,7 @@ func TestPrecedence(t *testing.T) {
 		"SWITCHBOARD_LISTEN":                   "127.0.0.1:7000", // overrides the file
 		"MCP_RETRY_BASE_MS":                    "250",            // overrides a default
 		"SWITCHBOARD_AUTO_START_DEFAULT":       "yes",
-		"SWITCHBOARD_CONNECT_TIMEOUT_SECONDS":  "0.5",
+		"SWITCHBOARD_CONNECT_TIMEOUT_SECONDS":  "1.5",
 		"SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS": "", // empty = unset: the file wins
 		"MCP_CIRCUIT_COOLDOWN":                 "10",
 		"SWITCHBOARD_STORE":                    "postgres://u:p@db/switchboard",
@@ -1093,8 +1093,8 @@ func TestPrecedence(t *testing.T) {
 	want.ShutdownTimeout = 2 * time.Second
 	want.RetryBaseMS = 250
 	want.AutoStartDefault = true
-	want.ConnectTimeout = 500 * time.Millisecond
-	want.StartupTimeout = 500 * time.Millisecond // from its old name
+	want.ConnectTimeout = 1500 * time.Millisecond
+	want.StartupTimeout = 1500 * time.Millisecond // from its old name
 	want.CircuitCooldownSeconds = 10
 	want.Store = "postgres://u:p@db/switchboard"
 	want.OutboundDenyPrivate = true
@@ -1129,11 +1129,11 @@ func TestSettingDefsCoverEveryField(t *testing.T) {
 	if got, want := len(seen), reflect.TypeFor[Settings]().NumField(); got != want {
 		t.Errorf("%d settings have a YAML key, want %d", got, want)
 	}
-	if errs := validateSettings("", &Settings{}, nil); len(errs) == 0 {
+	if errs := validateSettings("", "settings", &Settings{}, nil); len(errs) == 0 {
 		t.Errorf("zero Settings validated without errors")
 	}
 	d := DefaultSettings()
-	if errs := validateSettings("", &d, nil); len(errs) != 0 {
+	if errs := validateSettings("", "settings", &d, nil); len(errs) != 0 {
 		t.Errorf("DefaultSettings is invalid: %v", errs)
 	}
 }
@@ -1377,7 +1377,7 @@ func TestValidateServer(t *testing.T) {
 				HealthCheck: &HealthCheck{Method: "http", Interval: Seconds(time.Second), Timeout: Seconds(2 * time.Second)}},
 			want: []string{
 				"servers.a.idle_timeout_seconds: only for stdio servers",
-				"servers.a.startup_timeout_seconds: greater than 0",
+				"servers.a.startup_timeout_seconds: must be between 1 and 60 seconds",
 				"servers.a.idle_timeout_seconds: greater than 0",
 				"servers.a.health_check.timeout_seconds: at most health_check.interval_seconds",
 				"servers.a.health_check.method: needs health_check_url",

@@ -106,18 +106,19 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 	var servers []*Server
 	var bad []map[string]bool
 	serversKnown := false
+	keys := sectionKeys{servers: "servers", settings: "settings"}
 
 	if f, synErr := parseYAML(name, data); synErr != nil {
 		errs = append(errs, synErr)
 	} else {
 		d := newDecoder(name, f)
-		servers, bad, serversKnown = d.decodeTop(f, cfg, src, st)
+		servers, bad, serversKnown = d.decodeTop(f, cfg, src, st, &keys)
 		errs = append(errs, d.errs...)
 	}
 
 	errs = append(errs, applyEnv(&cfg.Settings, getenv, src)...)
-	errs = append(errs, resolveAliases(name, &cfg.Settings, src)...)
-	errs = append(errs, validateSettings(name, &cfg.Settings, src)...)
+	errs = append(errs, resolveAliases(name, keys.settings, &cfg.Settings, src)...)
+	errs = append(errs, validateSettings(name, keys.settings, &cfg.Settings, src)...)
 
 	authSrc, authErrs := applyAuthEnv(cfg, getenv)
 	errs = append(errs, authErrs...)
@@ -129,13 +130,15 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 		if bad[i][""] {
 			continue
 		}
-		probs := append(validateServer(s), s.expand(getenv)...)
+		probs := s.applyShorthands()
+		probs = append(probs, validateServer(s)...)
+		probs = append(probs, s.expand(getenv)...)
 		for _, p := range probs {
 			if bad[i][topField(p.sub)] {
 				continue // its decoding error is already reported
 			}
 			pos := s.posFor(p.sub)
-			errs = append(errs, &Error{File: name, Line: pos.Line, Column: pos.Column, Field: serverField(s.Name, p.sub), Msg: p.msg})
+			errs = append(errs, &Error{File: name, Line: pos.Line, Column: pos.Column, Field: keys.servers + strings.TrimPrefix(serverField(s.Name, p.sub), "servers"), Msg: p.msg})
 		}
 		if s.DefaultAccess == "" {
 			s.DefaultAccess = AccessAllow
@@ -152,6 +155,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 
 	slices.SortFunc(servers, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
 	cfg.Servers = servers
+	cfg.serversSection = keys.servers
 	if len(st.pos) > 0 {
 		cfg.Pos = st.pos
 	}
@@ -159,13 +163,28 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 }
 
 // topKeys are the keys allowed at the top level of a file.
-var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions", "search", "skills", "front", "clients"}
+var topKeys = []string{"servers", "settings", "auth", "authz", "fallbacks", "tool_versions", "search", "skills", "front", "clients",
+	seedServersKey, seedSettingsKey}
+
+// Seed 002 (ADR-034) names the two main sections mcp_servers: and
+// mcp_settings:. They are read by the same code as servers: and settings:,
+// so a file written against the seed runs as it is; a file may use either
+// spelling of each section, not both.
+const (
+	seedServersKey  = "mcp_servers"
+	seedSettingsKey = "mcp_settings"
+)
+
+// sectionKeys are the spellings a file used for the servers and settings
+// sections, so that problems name the keys the operator wrote.
+type sectionKeys struct{ servers, settings string }
 
 // decodeTop decodes the document's top-level mapping into cfg (all but the
 // servers) and returns the servers, the fields of each that failed to decode,
 // and whether every server definition could be read (so a name missing from
-// them is really unknown).
-func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSource, st *sections) ([]*Server, []map[string]bool, bool) {
+// them is really unknown). It records in keys how the file spelled the
+// servers and settings sections.
+func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSource, st *sections, keys *sectionKeys) ([]*Server, []map[string]bool, bool) {
 	var body ast.Node
 	for _, doc := range f.Docs {
 		if doc == nil || doc.Body == nil {
@@ -191,14 +210,33 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 	var servers []*Server
 	var bad []map[string]bool
 	serversKnown := topOK
+	seen := map[string]string{} // section -> the spelling met first
+	twice := func(e entry, section string) bool {
+		first, dup := seen[section]
+		if !dup {
+			seen[section] = e.key
+			return false
+		}
+		d.errorf(e.pos, e.key, "%q and %q are the same section (seed 002 spells it %q); keep one of them", first, e.key, "mcp_"+section)
+		serversKnown = serversKnown && section != "servers"
+		return true
+	}
 	for _, e := range entries {
 		switch e.key {
-		case "servers":
+		case "servers", seedServersKey:
+			if twice(e, "servers") {
+				continue
+			}
+			keys.servers = e.key
 			var ok bool
-			servers, bad, ok = d.decodeServers(e.value)
+			servers, bad, ok = d.decodeServers(e.value, e.key)
 			serversKnown = serversKnown && ok
-		case "settings":
-			d.decodeSettings(e.value, &cfg.Settings, src)
+		case "settings", seedSettingsKey:
+			if twice(e, "settings") {
+				continue
+			}
+			keys.settings = e.key
+			d.decodeSettings(e.value, e.key, &cfg.Settings, src)
 		case "auth":
 			cfg.Auth = d.decodeAuth(e.value, e.pos, st)
 			st.pos["auth"] = e.pos

@@ -35,22 +35,23 @@ var healthMethods = []string{HealthPing, HealthToolCall, HealthHTTP}
 // field path below the server ("url", "env.HOME", "args[2]"; "" = the name).
 type problem struct{ sub, msg string }
 
-// decodeServers reads the servers: mapping. Each server comes with the set of its
-// fields that failed to decode, whose validation is skipped to avoid reporting one
-// mistake twice; ok is false when servers may be missing.
-func (d *decoder) decodeServers(n ast.Node) ([]*Server, []map[string]bool, bool) {
-	if r, ok := d.resolve(n, "servers"); ok {
+// decodeServers reads the servers: mapping (spelled key: servers or
+// mcp_servers). Each server comes with the set of its fields that failed to
+// decode, whose validation is skipped to avoid reporting one mistake twice; ok
+// is false when servers may be missing.
+func (d *decoder) decodeServers(n ast.Node, key string) ([]*Server, []map[string]bool, bool) {
+	if r, ok := d.resolve(n, key); ok {
 		if _, isSeq := r.(*ast.SequenceNode); isSeq {
-			d.errorf(posOf(r), "servers", "must be a mapping of server name to definition, got a list")
+			d.errorf(posOf(r), key, "must be a mapping of server name to definition, got a list")
 			return nil, nil, false
 		}
 	}
-	entries, complete := d.mapping(n, "servers")
+	entries, complete := d.mapping(n, key)
 	var servers []*Server
 	var bad []map[string]bool
 	for _, e := range entries {
 		s := &Server{Name: e.key, Pos: map[string]Pos{"": e.pos}}
-		b := d.decodeServer(s, e.value, join("servers", e.key))
+		b := d.decodeServer(s, e.value, join(key, e.key))
 		servers = append(servers, s)
 		bad = append(bad, b)
 	}
@@ -483,8 +484,15 @@ func validateLifecycle(s *Server) []problem {
 			}
 		}
 	}
-	checkSeconds("startup_timeout_seconds", s.StartupTimeout)
-	checkSeconds("shutdown_timeout_seconds", s.ShutdownTimeout)
+	checkRange := func(sub string, v Seconds, r secondsRange) {
+		if v != 0 {
+			if msg := r.check(v.Duration()); msg != "" {
+				add(sub, "%s", msg)
+			}
+		}
+	}
+	checkRange("startup_timeout_seconds", s.StartupTimeout, startupRange)
+	checkRange("shutdown_timeout_seconds", s.ShutdownTimeout, shutdownRange)
 	checkSeconds("idle_timeout_seconds", s.IdleTimeout)
 	if s.MaxResultBytes != 0 {
 		if msg := checkMaxResultBytes(s.MaxResultBytes); msg != "" {
@@ -497,7 +505,7 @@ func validateLifecycle(s *Server) []problem {
 
 	if h := s.HealthCheck; h != nil {
 		checkSeconds("health_check.interval_seconds", h.Interval)
-		checkSeconds("health_check.timeout_seconds", h.Timeout)
+		checkRange("health_check.timeout_seconds", h.Timeout, healthTimeoutRange)
 		if h.Interval > 0 && h.Timeout > h.Interval {
 			add("health_check.timeout_seconds", "must be at most health_check.interval_seconds (%s)", formatSeconds(h.Interval.Duration()))
 		}

@@ -31,8 +31,30 @@ type settingDef struct {
 // the conversion to time.Duration far from overflow.
 const maxSeconds = 86400
 
-// maxRestartAttempts bounds max_restart_attempts (settings and servers).
-const maxRestartAttempts = 1000
+// maxRestartAttempts bounds max_restart_attempts (settings and servers):
+// seed 002's range is 1..10.
+const maxRestartAttempts = 10
+
+// Seed 002's ranges of its durations, in seconds (settings and the
+// per-server overrides of the same name).
+var (
+	startupRange        = secondsRange{1, 60}
+	shutdownRange       = secondsRange{1, 30}
+	healthIntervalRange = secondsRange{10, 300}
+	healthTimeoutRange  = secondsRange{1, 30}
+)
+
+// secondsRange is an inclusive range of seconds.
+type secondsRange struct{ lo, hi float64 }
+
+// check reports why d is outside r, "" when inside.
+func (r secondsRange) check(d time.Duration) string {
+	if v := d.Seconds(); v < r.lo || v > r.hi {
+		return fmt.Sprintf("must be between %s and %s seconds (got %s)", strconv.FormatFloat(r.lo, 'f', -1, 64),
+			strconv.FormatFloat(r.hi, 'f', -1, 64), strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	return ""
+}
 
 var settingDefs = []settingDef{
 	{"listen", "SWITCHBOARD_LISTEN", func(s *Settings) any { return &s.Listen }, func(s *Settings) string { return checkListen(s.Listen) }},
@@ -52,11 +74,20 @@ var settingDefs = []settingDef{
 		return oneOf(s.ToolNameSeparator, ".", "__")
 	}},
 	{"auto_start_default", "SWITCHBOARD_AUTO_START_DEFAULT", func(s *Settings) any { return &s.AutoStartDefault }, nil},
-	{"startup_timeout_seconds", "SWITCHBOARD_STARTUP_TIMEOUT_SECONDS", func(s *Settings) any { return &s.StartupTimeout }, nil},
+	{"startup_timeout_seconds", "SWITCHBOARD_STARTUP_TIMEOUT_SECONDS", func(s *Settings) any { return &s.StartupTimeout }, func(s *Settings) string {
+		return startupRange.check(s.StartupTimeout)
+	}},
 	{"connect_timeout_seconds", "SWITCHBOARD_CONNECT_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ConnectTimeout }, nil}, // old name of startup_timeout_seconds
-	{"shutdown_timeout_seconds", "SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ShutdownTimeout }, nil},
-	{"health_check_interval_seconds", "SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS", func(s *Settings) any { return &s.HealthCheckInterval }, nil},
+	{"shutdown_timeout_seconds", "SWITCHBOARD_SHUTDOWN_TIMEOUT_SECONDS", func(s *Settings) any { return &s.ShutdownTimeout }, func(s *Settings) string {
+		return shutdownRange.check(s.ShutdownTimeout)
+	}},
+	{"health_check_interval_seconds", "SWITCHBOARD_HEALTH_CHECK_INTERVAL_SECONDS", func(s *Settings) any { return &s.HealthCheckInterval }, func(s *Settings) string {
+		return healthIntervalRange.check(s.HealthCheckInterval)
+	}},
 	{"health_check_timeout_seconds", "SWITCHBOARD_HEALTH_CHECK_TIMEOUT_SECONDS", func(s *Settings) any { return &s.HealthCheckTimeout }, func(s *Settings) string {
+		if msg := healthTimeoutRange.check(s.HealthCheckTimeout); msg != "" {
+			return msg
+		}
 		if s.HealthCheckTimeout > s.HealthCheckInterval {
 			return fmt.Sprintf("must be at most health_check_interval_seconds (%s)", formatSeconds(s.HealthCheckInterval))
 		}
@@ -230,11 +261,12 @@ type settingSource struct {
 	file bool
 }
 
-// decodeSettings reads the settings: mapping into s.
-func (d *decoder) decodeSettings(n ast.Node, s *Settings, src map[string]settingSource) {
-	entries, _ := d.mapping(n, "settings")
+// decodeSettings reads the settings: mapping (spelled key: settings or
+// mcp_settings) into s.
+func (d *decoder) decodeSettings(n ast.Node, key string, s *Settings, src map[string]settingSource) {
+	entries, _ := d.mapping(n, key)
 	for _, e := range entries {
-		field := join("settings", e.key)
+		field := join(key, e.key)
 		def := findSetting(e.key)
 		if def == nil {
 			d.errorf(e.pos, field, "unknown setting %q%s", e.key, suggest(e.key, settingKeys()))
@@ -402,7 +434,7 @@ var settingAliases = []struct{ old, new string }{
 // resolveAliases copies each old setting's value to its new one where the old
 // was set with higher precedence, then the new value back to the old, so both
 // fields read the same.
-func resolveAliases(file string, s *Settings, src map[string]settingSource) Errors {
+func resolveAliases(file, section string, s *Settings, src map[string]settingSource) Errors {
 	rank := func(from settingSource) int {
 		switch {
 		case from.env:
@@ -424,7 +456,7 @@ func resolveAliases(file string, s *Settings, src map[string]settingSource) Erro
 				msg = fmt.Sprintf("%s is the old name of %s; set only %s", oldDef.env, newDef.env, newDef.env)
 				errs = append(errs, &Error{File: EnvironmentFile, Field: oldDef.env, Msg: msg})
 			} else {
-				errs = append(errs, &Error{File: file, Line: oldSrc.pos.Line, Column: oldSrc.pos.Column, Field: "settings." + a.old, Msg: msg})
+				errs = append(errs, &Error{File: file, Line: oldSrc.pos.Line, Column: oldSrc.pos.Column, Field: section + "." + a.old, Msg: msg})
 			}
 		case ro > rn:
 			*newP = *oldP
@@ -438,7 +470,7 @@ func resolveAliases(file string, s *Settings, src map[string]settingSource) Erro
 // validateSettings checks the final values and points each problem at the place
 // the value came from: the environment variable, the file, or (for a bad default,
 // a bug) nowhere.
-func validateSettings(file string, s *Settings, src map[string]settingSource) Errors {
+func validateSettings(file, section string, s *Settings, src map[string]settingSource) Errors {
 	var errs Errors
 	for _, def := range settingDefs {
 		if def.check == nil {
@@ -453,7 +485,7 @@ func validateSettings(file string, s *Settings, src map[string]settingSource) Er
 		case from.env:
 			errs = append(errs, &Error{File: EnvironmentFile, Field: def.env, Msg: msg})
 		case from.file:
-			errs = append(errs, &Error{File: file, Line: from.pos.Line, Column: from.pos.Column, Field: "settings." + def.key, Msg: msg})
+			errs = append(errs, &Error{File: file, Line: from.pos.Line, Column: from.pos.Column, Field: section + "." + def.key, Msg: msg})
 		default:
 			errs = append(errs, &Error{Field: "settings." + def.key, Msg: msg + " (built-in default)"})
 		}

@@ -56,6 +56,11 @@ func TestNewKey(t *testing.T) {
 	if diff := cmp.Diff(want, k.Identity()); diff != "" {
 		t.Errorf("Identity() mismatch (-want +got):\n%s", diff)
 	}
+	// A key made with a workspace policy says so; its lists are the policy.
+	k.WorkspacePolicy, want.WorkspacePolicy = true, true
+	if diff := cmp.Diff(want, k.Identity()); diff != "" {
+		t.Errorf("Identity() of a workspace-policy key mismatch (-want +got):\n%s", diff)
+	}
 }
 
 func TestHashSecret(t *testing.T) {

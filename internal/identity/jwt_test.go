@@ -90,15 +90,30 @@ func TestJWTHS256(t *testing.T) {
 		}), with(func(id *authz.Identity) {
 			id.Roles, id.Workspace, id.Admin = []string{"dev", "ops"}, "ws1", true
 			id.AllowServers, id.DenyServers = []string{"research_fs"}, []string{"internal_admin_fs"}
+			id.WorkspacePolicy = true
 		}), ""},
+		// Seed 003's payload always carries its claims: present, even empty
+		// or false, they are the workspace's policy.
+		{"seed 003 payload of an ordinary workspace", hs(func(c jwt.MapClaims) {
+			c["mcpServerAllowIds"] = []string{}
+			c["mcpServerDenyIds"] = []string{}
+			c["isAdmin"] = false
+		}), with(func(id *authz.Identity) { id.WorkspacePolicy = true }), ""},
+		{"only a deny list", hs(func(c jwt.MapClaims) { c["mcpServerDenyIds"] = []string{"x"} }),
+			with(func(id *authz.Identity) { id.DenyServers, id.WorkspacePolicy = []string{"x"}, true }), ""},
+		{"only an allow list", hs(func(c jwt.MapClaims) { c["mcpServerAllowIds"] = "x" }),
+			with(func(id *authz.Identity) { id.AllowServers, id.WorkspacePolicy = []string{"x"}, true }), ""},
+		{"roles and workspace are no policy", hs(func(c jwt.MapClaims) { c["roles"], c["workspace"] = "dev", "ws1" }),
+			with(func(id *authz.Identity) { id.Roles, id.Workspace = []string{"dev"}, "ws1" }), ""},
 		{"roles as a separated string, isAdmin as a string", hs(func(c jwt.MapClaims) {
 			c["roles"] = "dev ops,admin , "
 			c["mcpServerDenyIds"] = "a,b"
 			c["isAdmin"] = "true"
 		}), with(func(id *authz.Identity) {
 			id.Roles, id.DenyServers, id.Admin = []string{"dev", "ops", "admin"}, []string{"a", "b"}, true
+			id.WorkspacePolicy = true
 		}), ""},
-		{"isAdmin false string", hs(func(c jwt.MapClaims) { c["isAdmin"] = "false" }), base, ""},
+		{"isAdmin false string", hs(func(c jwt.MapClaims) { c["isAdmin"] = "false" }), with(func(id *authz.Identity) { id.WorkspacePolicy = true }), ""},
 		{"aud as a plain string", hs(func(c jwt.MapClaims) { c["aud"] = testAudience }), base, ""},
 		{"expired within leeway", hs(func(c jwt.MapClaims) { c["exp"] = now.Add(-10 * time.Second).Unix() }), base, ""},
 		{"API keys are accepted too", keySecret, k.Identity(), ""},
@@ -164,7 +179,12 @@ func TestJWTCustomClaims(t *testing.T) {
 			c["roles"] = []string{"ignored"}
 			c["isAdmin"] = false
 		}), authz.Identity{ID: "jwt:" + testIssuer + "|user-1", AgentID: "bot-7", Roles: []string{"readers"},
-			Workspace: "acme", Admin: true, AllowServers: []string{"github"}, DenyServers: []string{"files"}, Method: "jwt"}, ""},
+			Workspace: "acme", Admin: true, AllowServers: []string{"github"}, DenyServers: []string{"files"}, Method: "jwt",
+			WorkspacePolicy: true}, ""},
+		{"default claim names do not count once renamed", claimsAt(clock.Now(), func(c jwt.MapClaims) {
+			c["agent"] = "bot-7"
+			c["isAdmin"], c["mcpServerDenyIds"] = false, []string{"x"}
+		}), authz.Identity{ID: "jwt:" + testIssuer + "|user-1", AgentID: "bot-7", Method: "jwt"}, ""},
 		{"no sub: the agent names the identity", claimsAt(clock.Now(), func(c jwt.MapClaims) {
 			delete(c, "sub")
 			c["agent"] = "bot-7"

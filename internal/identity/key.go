@@ -19,19 +19,23 @@ import (
 // leaked database does not leak usable credentials; Prefix lets an operator
 // tell keys apart in a list without revealing them.
 type Key struct {
-	ID           string     `json:"id"`     // "k_" + 12 random base32 chars
-	Hash         string     `json:"-"`      // hex SHA-256 of the full secret
-	Prefix       string     `json:"prefix"` // first 10 chars of the secret, to recognise it in lists
-	AgentID      string     `json:"agent_id"`
-	Roles        []string   `json:"roles"`
-	Workspace    string     `json:"workspace,omitempty"`
-	Admin        bool       `json:"admin"`
-	AllowServers []string   `json:"allow_servers,omitempty"`
-	DenyServers  []string   `json:"deny_servers,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	CreatedBy    string     `json:"created_by,omitempty"`
-	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
-	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+	ID           string   `json:"id"`     // "k_" + 12 random base32 chars
+	Hash         string   `json:"-"`      // hex SHA-256 of the full secret
+	Prefix       string   `json:"prefix"` // first 10 chars of the secret, to recognise it in lists
+	AgentID      string   `json:"agent_id"`
+	Roles        []string `json:"roles"`
+	Workspace    string   `json:"workspace,omitempty"`
+	Admin        bool     `json:"admin"`
+	AllowServers []string `json:"allow_servers,omitempty"`
+	DenyServers  []string `json:"deny_servers,omitempty"`
+	// WorkspacePolicy: the key carries a workspace policy (seed 003), so
+	// Admin, AllowServers, DenyServers and the servers' default_access
+	// decide what it may use, with no grant needed.
+	WorkspacePolicy bool       `json:"workspace_policy"`
+	CreatedAt       time.Time  `json:"created_at"`
+	CreatedBy       string     `json:"created_by,omitempty"`
+	ExpiresAt       *time.Time `json:"expires_at,omitempty"`
+	RevokedAt       *time.Time `json:"revoked_at,omitempty"`
 }
 
 // SecretPrefix starts every API key secret, so that secret scanners and
@@ -101,6 +105,8 @@ func (k Key) Identity() authz.Identity {
 		AllowServers: slices.Clone(k.AllowServers),
 		DenyServers:  slices.Clone(k.DenyServers),
 		Method:       "key",
+		// The key's own fields are its workspace policy when it has one.
+		WorkspacePolicy: k.WorkspacePolicy,
 	}
 }
 

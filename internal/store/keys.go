@@ -21,14 +21,16 @@ type APIKey struct {
 	Admin        bool
 	AllowServers []string
 	DenyServers  []string
-	CreatedAt    time.Time
-	CreatedBy    string
-	ExpiresAt    *time.Time
-	RevokedAt    *time.Time
+	// WorkspacePolicy: the key carries a workspace policy (seed 003).
+	WorkspacePolicy bool
+	CreatedAt       time.Time
+	CreatedBy       string
+	ExpiresAt       *time.Time
+	RevokedAt       *time.Time
 }
 
 const apiKeyColumns = `id, hash, prefix, agent_id, roles, workspace, admin, allow_servers, deny_servers,
-	created_at, created_by, expires_at, revoked_at`
+	workspace_policy, created_at, created_by, expires_at, revoked_at`
 
 // CreateAPIKey stores k. A zero CreatedAt is stored as now. It fails with
 // an error wrapping [ErrConflict] when the ID or the hash is taken.
@@ -54,9 +56,9 @@ func (db *DB) CreateAPIKey(ctx context.Context, k APIKey) error {
 	err = db.atomic(ctx, func(q querier) error {
 		_, err := q.ExecContext(ctx,
 			`INSERT INTO api_keys (`+apiKeyColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 			k.ID, k.Hash, k.Prefix, k.AgentID, roles, k.Workspace, boolInt(k.Admin), allow, deny,
-			toNanos(normalize(k.CreatedAt)), k.CreatedBy, optNanos(k.ExpiresAt), optNanos(k.RevokedAt))
+			boolInt(k.WorkspacePolicy), toNanos(normalize(k.CreatedAt)), k.CreatedBy, optNanos(k.ExpiresAt), optNanos(k.RevokedAt))
 		return err
 	})
 	if err != nil {
@@ -133,11 +135,11 @@ func (db *DB) RevokeAPIKey(ctx context.Context, id string, at time.Time) (APIKey
 func scanAPIKey(sc scanner) (APIKey, error) {
 	var k APIKey
 	var roles, allow, deny string
-	var admin bool
+	var admin, policy bool
 	var created int64
 	var expires, revoked sql.NullInt64
 	if err := sc.Scan(&k.ID, &k.Hash, &k.Prefix, &k.AgentID, &roles, &k.Workspace, &admin, &allow, &deny,
-		&created, &k.CreatedBy, &expires, &revoked); err != nil {
+		&policy, &created, &k.CreatedBy, &expires, &revoked); err != nil {
 		return APIKey{}, err
 	}
 	var err error
@@ -150,7 +152,7 @@ func scanAPIKey(sc scanner) (APIKey, error) {
 	if k.DenyServers, err = parseList(deny); err != nil {
 		return APIKey{}, fmt.Errorf("api key %q denied servers: %w", k.ID, err)
 	}
-	k.Admin = admin
+	k.Admin, k.WorkspacePolicy = admin, policy
 	k.CreatedAt = fromNanos(created)
 	k.ExpiresAt, k.RevokedAt = optTime(expires), optTime(revoked)
 	return k, nil

@@ -172,6 +172,7 @@ func (db *DB) DeleteServer(ctx context.Context, idOrName string) error {
 		for _, q := range []string{
 			`DELETE FROM mcp_tools WHERE server_id = $1`,
 			`DELETE FROM tool_pins WHERE server_id = $1`,
+			`DELETE FROM default_access_overrides WHERE server_id = $1`,
 			`DELETE FROM server_connection_history WHERE server_id = $1`,
 			`DELETE FROM mcp_servers WHERE id = $1`,
 		} {

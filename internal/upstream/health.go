@@ -210,17 +210,48 @@ func (s *supervisor) startProbe(sess *session) *probe {
 	return p
 }
 
+// healthTool is the name health_check.tool calls on the server. Seed 002
+// names health check tools by their namespaced name ("git.status" on server
+// git): a name the server does not offer that starts with the server's prefix
+// and a dot (or "__") is taken without it when the rest is one of the
+// server's tools.
+func (s *supervisor) healthTool() string {
+	tool := s.lc.health.tool
+	s.mu.RLock()
+	tools := s.disc.Tools
+	s.mu.RUnlock()
+	offered := func(name string) bool {
+		for _, t := range tools {
+			if t != nil && t.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	if offered(tool) {
+		return tool
+	}
+	prefix := s.cfg.EffectivePrefix()
+	for _, sep := range []string{".", "__"} {
+		if rest, ok := strings.CutPrefix(tool, prefix+sep); ok && prefix != "" && offered(rest) {
+			return rest
+		}
+	}
+	return tool
+}
+
 // check runs one probe; its error is redacted.
 func (s *supervisor) check(ctx context.Context, sess *session) error {
 	h := s.lc.health
 	switch h.method {
 	case config.HealthToolCall:
-		res, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: h.tool, Arguments: h.args})
+		tool := s.healthTool()
+		res, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: h.args})
 		if err != nil {
-			return fmt.Errorf("calling tool %q: %s", h.tool, sess.redact.Error(err))
+			return fmt.Errorf("calling tool %q: %s", tool, sess.redact.Error(err))
 		}
 		if res.IsError {
-			return fmt.Errorf("tool %q returned an error: %s", h.tool, sess.redact.String(resultText(res)))
+			return fmt.Errorf("tool %q returned an error: %s", tool, sess.redact.String(resultText(res)))
 		}
 		return nil
 	case config.HealthHTTP:

@@ -204,7 +204,7 @@ func TestApplySettingsAndLifecycle(t *testing.T) {
 	want := Options{
 		ConnectTimeout:      10 * time.Second,
 		ShutdownTimeout:     5 * time.Second,
-		Restart:             RestartPolicy{Disabled: true, MaxAttempts: 5, Window: 5 * time.Minute, BackoffInitial: 500 * time.Millisecond, BackoffMax: 30 * time.Second},
+		Restart:             RestartPolicy{Disabled: true, MaxAttempts: 3, Window: 5 * time.Minute, BackoffInitial: 500 * time.Millisecond, BackoffMax: 30 * time.Second},
 		HealthInterval:      30 * time.Second,
 		HealthTimeout:       5 * time.Second,
 		DegradedErrorRate:   0.5,

@@ -467,6 +467,10 @@ func TestHealthMethods(t *testing.T) {
 		{name: "tool call", check: &config.HealthCheck{Method: "tool_call", Tool: "echo", Args: map[string]any{"x": 1}}},
 		{name: "tool call isError", check: &config.HealthCheck{Method: "tool_call", Tool: "tool_error"}, wantErr: `tool "tool_error" returned an error: not today`},
 		{name: "tool call fails", check: &config.HealthCheck{Method: "tool_call", Tool: "fail"}, wantErr: `calling tool "fail": `},
+		// Seed 002 writes the namespaced name; the server's own is called.
+		{name: "namespaced tool", check: &config.HealthCheck{Method: "tool_call", Tool: "s.echo", Args: map[string]any{"x": 1}}},
+		{name: "namespaced with __", check: &config.HealthCheck{Method: "tool_call", Tool: "s__echo", Args: map[string]any{"x": 1}}},
+		{name: "namespaced unknown tool", check: &config.HealthCheck{Method: "tool_call", Tool: "s.nope"}, wantErr: `calling tool "s.nope": `},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -818,6 +822,7 @@ func TestRecoveryTimes(t *testing.T) {
 	var o upstream.Options
 	o.ApplySettings(def) // the defaults: backoff 500ms..30s
 	o.ShutdownTimeout = time.Second
+	o.LogDirectory = t.TempDir() // the default is relative to the working directory: the source tree
 	rec := newRecorder()
 	m := newManager(t, rec, nil, &o)
 	ctx := context.Background()

@@ -54,7 +54,20 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(testLogDirectory(m.Run))
+}
+
+// testLogDirectory runs the tests with settings.log_directory in a
+// temporary directory: its default (logs/mcp_servers) is relative to the
+// working directory, which for tests is the source tree.
+func testLogDirectory(run func() int) int {
+	dir, err := os.MkdirTemp("", "switchboard-test-logs-")
+	if err != nil {
+		return run()
+	}
+	defer os.RemoveAll(dir)
+	os.Setenv("SWITCHBOARD_LOG_DIRECTORY", dir)
+	return run()
 }
 
 func repoRoot() string {

@@ -27,7 +27,7 @@ func testAPIKeys(t *testing.T, db *store.DB) {
 	full := store.APIKey{
 		ID: "k1", Hash: "hash-1", Prefix: "sb_abc", AgentID: "agent-1", Roles: []string{"reader", "ops"},
 		Workspace: "team-a", Admin: true, AllowServers: []string{"github", "fs"}, DenyServers: []string{"shell"},
-		CreatedAt: oddTime, CreatedBy: "admin", ExpiresAt: ptr(oddTime.Add(24 * time.Hour)),
+		WorkspacePolicy: true, CreatedAt: oddTime, CreatedBy: "admin", ExpiresAt: ptr(oddTime.Add(24 * time.Hour)),
 	}
 	// Created later but listed first: ListAPIKeys orders by CreatedAt.
 	older := store.APIKey{ID: "k0", Hash: "hash-0", AgentID: "agent-0", CreatedAt: oddTime.Add(-time.Hour)}
@@ -188,7 +188,8 @@ func testGrants(t *testing.T, db *store.DB) {
 		}
 	})
 	t.Run("incomplete", func(t *testing.T) {
-		for _, g := range []store.Grant{{Server: "s", Tool: "t"}, {AgentID: "a", Tool: "t"}, {AgentID: "a", Server: "s"}} {
+		for _, g := range []store.Grant{{Server: "s", Tool: "t"}, {AgentID: "a", Tool: "t"}, {AgentID: "a", Server: "s"},
+			{AgentID: "a", Workspace: "w", Server: "s", Tool: "t"}} {
 			if _, err := db.PutGrant(ctx, g); err == nil {
 				t.Errorf("PutGrant(%+v) succeeded, want an error", g)
 			}
@@ -213,6 +214,47 @@ func testGrants(t *testing.T, db *store.DB) {
 			t.Errorf("grants after delete (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// testWorkspaceGrants: a grant to a workspace is its own row, beside a
+// grant of the same tool to an agent named like the workspace, and is
+// upserted on (workspace, server, tool).
+func testWorkspaceGrants(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	ws, err := db.PutGrant(ctx, store.Grant{Workspace: "team-a", Server: "notes", Tool: "*", Actions: []string{"invoke"}, GrantedAt: oddTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := db.PutGrant(ctx, store.Grant{AgentID: "team-a", Server: "notes", Tool: "*", Actions: []string{"invoke"}, GrantedAt: oddTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws.ID == agent.ID {
+		t.Fatalf("the workspace's grant and the agent's share ID %s", ws.ID)
+	}
+	again, err := db.PutGrant(ctx, store.Grant{Workspace: "team-a", Server: "notes", Tool: "*", Actions: []string{"read"}, GrantedAt: oddTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.Grant{ID: ws.ID, Workspace: "team-a", Server: "notes", Tool: "*", Actions: []string{"read"}, GrantedAt: oddTime}
+	if diff := cmp.Diff(want, again); diff != "" {
+		t.Errorf("re-granting the workspace (-want +got):\n%s", diff)
+	}
+	all, err := db.ListGrants(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ordered by agent first: the workspace's grant (agent "") leads.
+	if diff := cmp.Diff([]store.Grant{again, agent}, all); diff != "" {
+		t.Errorf("ListGrants (-want +got):\n%s", diff)
+	}
+	mine, err := db.ListGrants(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]store.Grant{agent}, mine); diff != "" {
+		t.Errorf("ListGrants(agent team-a) (-want +got):\n%s", diff)
+	}
 }
 
 func newToken(id, grantID string, expires time.Time) store.Token {

@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"APIKeys", testAPIKeys},
 		{"Grants", testGrants},
+		{"WorkspaceGrants", testWorkspaceGrants},
 		{"Tokens", testTokens},
 		{"UseTokenRace", testUseTokenRace},
 		{"RevokeGrantTokens", testRevokeGrantTokens},
@@ -60,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"GetBreaker", testGetBreaker},
 		{"ToolPins", testToolPins},
 		{"ToolPinRace", testToolPinRace},
+		{"AccessOverrides", testAccessOverrides},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

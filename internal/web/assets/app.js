@@ -222,7 +222,11 @@ async function identify() {
     }
   }
   const who = $('#who');
-  if (state.who) who.textContent = `${state.who.agent_id || 'unknown'}${state.who.admin ? ' (admin)' : ''}`;
+  if (state.who) {
+    const w = state.who;
+    const kind = w.admin ? ' (admin)' : w.workspace_policy ? ` (workspace policy${w.workspace ? ` of ${w.workspace}` : ''})` : w.workspace ? ` (workspace ${w.workspace})` : '';
+    who.textContent = `${w.agent_id || 'unknown'}${kind}`;
+  }
   else who.textContent = state.admin ? 'admin' : state.admin === false ? 'agent' : '';
 }
 
@@ -384,7 +388,9 @@ async function serverPage(name, seq) {
       ['Connected at', fmtTime(s.connected_at)],
       s.server_info ? ['Server', `${s.server_info.name} ${s.server_info.version || ''}`] : null,
       s.protocol_version ? ['Protocol', s.protocol_version] : null,
-      s.default_access ? ['Default access', s.default_access] : null,
+      s.default_access ? ['Default access', s.default_access_source === 'override'
+        ? `${s.default_access} (overrides the config file's ${s.file_default_access || 'allow'}, set by ${s.default_access_set_by || 'an admin'})`
+        : s.default_access] : null,
       s.last_exit ? ['Last exit', s.last_exit] : null,
       s.next_restart_at ? ['Next restart', fmtTime(s.next_restart_at)] : null,
       s.error_message ? ['Error', el('span', { class: 's-ERROR' }, s.error_message)] : null,
@@ -851,42 +857,56 @@ async function policiesPage(_m, seq) {
   const loadAccess = async () => {
     const list = await refreshServers();
     if (!current(seq)) return;
-    put(accessBox, table(['Server', 'Default access', 'Allow by default'], list.map((s) => {
+    put(accessBox, table(['Server', 'Default access', 'Set by', 'Allow by default', ''], list.map((s) => {
       const id = `access-${s.id || s.name}`;
-      const access = s.default_access || 'allow';
-      const toggle = el('input', { type: 'checkbox', role: 'switch', id, 'aria-checked': String(access === 'allow') });
-      toggle.checked = access === 'allow';
-      const shown = el('td', {}, badge(access.toUpperCase()));
-      toggle.addEventListener('change', async () => {
-        const want = toggle.checked ? 'allow' : 'deny';
+      const toggle = el('input', { type: 'checkbox', role: 'switch', id });
+      const shown = el('td', {});
+      const origin = el('td', {});
+      const reset = el('button', { type: 'button', class: 'secondary', hidden: true, 'aria-label': `Reset default access of ${s.name} to the config file's` }, 'Reset to file');
+      // show renders what the gateway says of the server: the value in
+      // force and, for an override, the config file's value it replaces.
+      const show = (v) => {
+        const access = v.default_access || 'allow';
+        toggle.checked = access === 'allow';
+        toggle.setAttribute('aria-checked', String(access === 'allow'));
+        put(shown, badge(access.toUpperCase()));
+        if (v.default_access_source === 'override') {
+          put(origin, el('span', { class: 'override', title: v.default_access_set_at ? `since ${fmtTime(v.default_access_set_at)}` : '' },
+            `override by ${v.default_access_set_by || 'an admin'} (file: ${v.file_default_access || 'allow'})`));
+          reset.hidden = false;
+        } else {
+          put(origin, el('span', { class: 'muted' }, v.default_access_source === 'api' ? 'API registration' : 'config file'));
+          reset.hidden = true;
+        }
+      };
+      const change = async (method, path, body, done) => {
         toggle.disabled = true;
+        reset.disabled = true;
         try {
-          const r = await api('PATCH', `/api/v1/aggregator/servers/${enc(s.id || s.name)}`, { default_access: want });
-          const now = (r && r.default_access) || want;
-          put(shown, badge(now.toUpperCase()));
-          toggle.setAttribute('aria-checked', String(now === 'allow'));
-          toggle.disabled = false;
-          announce(`${s.name}: default access ${now}`);
+          const r = await api(method, path, body);
+          show(r || s);
+          announce(done(r || s));
         } catch (err) {
           noteForbidden(err);
-          toggle.checked = !toggle.checked;
-          if (err.status === 400 || err.status === 409) {
-            // This gateway cannot change it here (a config-file server, or
-            // an older API): say why where the control is.
-            const why = `Cannot change default access here: ${err.message}`;
-            toggle.title = why;
-            toggle.parentElement.title = why;
-            toggle.setAttribute('aria-description', why);
-          } else {
-            toggle.disabled = false;
-          }
+          show(s);
           put(status, message(`${s.name}: ${describe(err)}`));
+        } finally {
+          toggle.disabled = false;
+          reset.disabled = false;
         }
-      });
+      };
+      const path = `/api/v1/aggregator/servers/${enc(s.id || s.name)}`;
+      toggle.addEventListener('change', () => change('PATCH', path, { default_access: toggle.checked ? 'allow' : 'deny' },
+        (v) => `${s.name}: default access ${v.default_access}${v.default_access_source === 'override' ? ', overriding the config file' : ''}`));
+      reset.addEventListener('click', () => change('DELETE', path + '/default_access', undefined,
+        (v) => `${s.name}: default access back to the config file's (${v.default_access})`));
+      show(s);
       return el('tr', {},
         el('th', { scope: 'row' }, s.name),
         shown,
-        el('td', {}, el('span', { class: 'switch' }, toggle, el('label', { for: id }, `Allow ${s.name} by default`))));
+        origin,
+        el('td', {}, el('span', { class: 'switch' }, toggle, el('label', { for: id }, `Allow ${s.name} by default`))),
+        el('td', {}, reset));
     }), 'Per-server default access'));
   };
 
@@ -895,16 +915,17 @@ async function policiesPage(_m, seq) {
       const body = await api('GET', '/api/v1/mcp/policies');
       if (!current(seq)) return;
       const grants = body.grants || [];
+      const grantee = (g) => (g.workspace ? `workspace ${g.workspace}` : g.agent_id);
       put(grantsBox, grants.length === 0 ? el('p', { class: 'muted' }, 'No grants.')
-        : table(['Agent', 'Server', 'Tool', 'Actions', 'Granted', 'By', 'Expires', ''], grants.map((g) => el('tr', {},
-          el('td', {}, g.agent_id), el('td', {}, g.server_id || ''), el('td', { class: 'mono' }, g.tool_name),
+        : table(['Agent or workspace', 'Server', 'Tool', 'Actions', 'Granted', 'By', 'Expires', ''], grants.map((g) => el('tr', {},
+          el('td', {}, grantee(g)), el('td', {}, g.server_id || ''), el('td', { class: 'mono' }, g.tool_name),
           el('td', {}, (g.actions || []).join(', ')), el('td', {}, fmtTime(g.granted_at)), el('td', {}, g.granted_by || ''),
           el('td', {}, g.expires_at ? fmtTime(g.expires_at) : 'never'),
-          el('td', {}, el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant of ${g.tool_name} to ${g.agent_id}`, onclick: async (e) => {
+          el('td', {}, el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant of ${g.tool_name} to ${grantee(g)}`, onclick: async (e) => {
             e.target.disabled = true;
             try {
               await api('DELETE', `/api/v1/mcp/policies/grant/${enc(g.id)}`);
-              put(status, message(`Revoked ${g.tool_name} from ${g.agent_id}.`, 'ok'));
+              put(status, message(`Revoked ${g.tool_name} from ${grantee(g)}.`, 'ok'));
               loadGrants();
             } catch (err) {
               e.target.disabled = false;
@@ -920,7 +941,8 @@ async function policiesPage(_m, seq) {
   const grantForm = el('form', { class: 'panel', 'aria-labelledby': 'h-grant' },
     el('h2', { id: 'h-grant' }, 'Grant a tool'),
     el('div', { class: 'row' },
-      input('grant-agent', 'Agent ID', { required: true }),
+      select('grant-to', 'Grant to', [['agent', 'an agent'], ['workspace', 'every identity of a workspace']]),
+      input('grant-agent', 'Agent ID or workspace', { required: true }),
       input('grant-tool', 'Tool or pattern', { required: true, placeholder: 'demo.echo or demo.*' }),
       input('grant-server', 'Server (optional)'),
       input('grant-actions', 'Actions', { value: 'invoke' }),
@@ -930,13 +952,16 @@ async function policiesPage(_m, seq) {
     e.preventDefault();
     const v = (id) => grantForm.elements[id].value.trim();
     const req = {
-      agent_id: v('grant-agent'), tool_name: v('grant-tool'), server_id: v('grant-server'),
+      tool_name: v('grant-tool'), server_id: v('grant-server'),
       actions: v('grant-actions').split(',').map((s) => s.trim()).filter(Boolean),
     };
+    const toWorkspace = grantForm.elements['grant-to'].value === 'workspace';
+    if (toWorkspace) req.workspace = v('grant-agent');
+    else req.agent_id = v('grant-agent');
     if (v('grant-expires')) req.expires_at = new Date(v('grant-expires')).toISOString();
     try {
       await api('POST', '/api/v1/mcp/policies/grant', req);
-      put(status, message(`Granted ${req.tool_name} to ${req.agent_id}.`, 'ok'));
+      put(status, message(`Granted ${req.tool_name} to ${toWorkspace ? `workspace ${req.workspace}` : req.agent_id}.`, 'ok'));
       grantForm.reset();
       loadGrants();
     } catch (err) {
@@ -947,12 +972,12 @@ async function policiesPage(_m, seq) {
 
   page('Policies', status,
     el('section', { 'aria-labelledby': 'h-access' }, el('h2', { id: 'h-access' }, 'Default access per server'),
-      el('p', { class: 'muted' }, 'Deny admits only callers whose allow list (allow_servers) names the server; allow (the default) admits everyone else the policy allows.'),
+      el('p', { class: 'muted' }, 'Deny admits only callers whose allow list (allow_servers, mcpServerAllowIds) names the server; allow (the default) admits everyone else the policy allows. A change to a server of the config file is kept as an override of the file until you reset it.'),
       accessBox),
     el('section', { 'aria-labelledby': 'h-grants' }, el('h2', { id: 'h-grants' }, 'Grants'), grantsBox),
     grantForm);
   await Promise.all([loadAccess(), loadGrants()]);
-  onEvent((type) => { if (type === 'policy.changed') loadGrants(); });
+  onEvent((type) => { if (type === 'policy.changed') { loadGrants(); loadAccess().catch(() => {}); } });
 }
 
 boot();

@@ -164,18 +164,34 @@ async function main() {
     const toggle = page.getByLabel('Allow demo by default');
     await toggle.waitFor();
     check(await toggle.isChecked(), 'demo allows by default');
-    // The gateway either flips it (then flip it back) or refuses, and the
-    // toggle is disabled with the reason as its tooltip.
+    // demo comes from the config file: the toggle overrides the file's
+    // value, says so, and only Reset gives the file its say back.
+    const demoRow = page.locator('#main tr', { has: page.getByRole('rowheader', { name: 'demo', exact: true }) });
+    check((await demoRow.innerText()).includes('config file'), 'demo is shown with the config file as its source');
     await toggle.click();
-    await page.waitForFunction(() => {
-      const t = document.querySelector('input[role="switch"]');
-      return (t.disabled && t.title.startsWith('Cannot change')) || (!t.disabled && !t.checked);
-    });
-    if (!(await toggle.isDisabled())) {
-      await page.locator('#main tr', { hasText: 'demo' }).getByText('DENY').waitFor();
-      await toggle.click();
-      await page.locator('#main tr', { hasText: 'demo' }).getByText('ALLOW').waitFor();
-    }
+    await demoRow.getByText('DENY', { exact: true }).waitFor();
+    await demoRow.getByText('override by admin (file: allow)').waitFor();
+    check(!(await toggle.isChecked()), 'the toggle shows deny');
+    const denied = await rest('GET', '/api/v1/aggregator/servers/demo');
+    check(denied.default_access === 'deny' && denied.default_access_source === 'override', `the gateway applied the override, got ${JSON.stringify(denied.default_access_source)}`);
+    await toggle.click();
+    await demoRow.getByText('ALLOW', { exact: true }).waitFor();
+    await demoRow.getByText('override by admin (file: allow)').waitFor();
+    await demoRow.getByRole('button', { name: "Reset default access of demo to the config file's" }).click();
+    await demoRow.getByText('config file', { exact: true }).waitFor();
+    check(await demoRow.getByRole('button', { name: /Reset default access/ }).isHidden(), 'no reset button without an override');
+    const reset = await rest('GET', '/api/v1/aggregator/servers/demo');
+    check(reset.default_access === 'allow' && reset.default_access_source === 'config', 'the reset reached the gateway');
+
+    step('a grant to a workspace is made and listed');
+    await page.getByLabel('Grant to').selectOption('workspace');
+    await page.getByLabel('Agent ID or workspace').fill('team-a');
+    await page.getByLabel('Tool or pattern').fill('demo.*');
+    await page.getByRole('button', { name: 'Grant', exact: true }).click();
+    await page.getByText('Granted demo.* to workspace team-a.').waitFor();
+    await page.locator('#main table').getByText('workspace team-a').waitFor();
+    const grants = await rest('GET', '/api/v1/mcp/policies');
+    check(grants.grants.some((g) => g.workspace === 'team-a' && g.agent_id === '' && g.tool_name === '*'), 'the grant is to the workspace');
 
     step('a tool whose definition changed is quarantined, shown with a diff, and approved');
     await rest('POST', '/api/v1/aggregator/servers/fx/connect?wait=true');
@@ -220,13 +236,17 @@ async function main() {
     await page.reload();
     await page.getByLabel('API key').waitFor();
 
-    step('an agent key sees no admin actions');
-    const agent = await rest('POST', '/api/v1/keys', { agent_id: 'dashboard-viewer' });
+    step('an agent key sees no admin actions, and only the servers the access rule gives it');
+    // A key with a workspace policy (seed 003): every allow-by-default
+    // server but the one it denies, with no grant.
+    const agent = await rest('POST', '/api/v1/keys', { agent_id: 'dashboard-viewer', workspace_policy: true, deny_servers: ['scratch'] });
     await page.getByLabel('API key').fill(agent.key);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByText('This page is for administrators').waitFor(); // the deep link it signed out on
     await page.getByRole('link', { name: 'Servers', exact: true }).click();
     await demoStatus.getByText('CONNECTED', { exact: true }).waitFor();
+    check((await page.locator('#who').innerText()).includes('workspace policy'), 'the header says the key carries a workspace policy');
+    check(await page.locator('#servers tr[data-server="scratch"]').count() === 0, 'a denied server is not listed for the agent');
     check(!(await page.getByRole('link', { name: 'Audit log' }).isVisible()), 'the audit link is hidden from an agent');
     await page.getByRole('link', { name: 'demo', exact: true }).click();
     await page.locator('#server-status').waitFor();
