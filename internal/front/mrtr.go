@@ -227,6 +227,7 @@ type parked struct {
 	wake    chan struct{}        // signalled when pending grows
 	res     mcp.Result           // set before done is closed
 	err     error
+	expiry  *time.Timer // cancels the call when the caller does not come back
 }
 
 // inputAsk is one request of the upstream waiting for the caller's answer.
@@ -344,6 +345,9 @@ func (f *Front) park(ctx context.Context, req mcp.Request, run func(context.Cont
 		res, err := run(ctx)
 		p.mu.Lock()
 		p.res, p.err = res, err
+		if p.expiry != nil {
+			p.expiry.Stop()
+		}
 		p.mu.Unlock()
 		close(p.done)
 	}()
@@ -394,9 +398,10 @@ func (f *Front) awaitParked(ctx context.Context, req mcp.Request, p *parked, cal
 }
 
 // expireParked cancels p if the caller has not come back for round within
-// the input timeout.
+// the input timeout. One timer per call: a new round replaces it, and the
+// end of the call stops it.
 func (f *Front) expireParked(p *parked, round int) {
-	time.AfterFunc(f.mrtr.timeout, func() {
+	t := time.AfterFunc(f.mrtr.timeout, func() {
 		p.mu.Lock()
 		stale := p.round == round
 		p.mu.Unlock()
@@ -404,6 +409,12 @@ func (f *Front) expireParked(p *parked, round int) {
 			p.cancel()
 		}
 	})
+	p.mu.Lock()
+	if p.expiry != nil {
+		p.expiry.Stop()
+	}
+	p.expiry = t
+	p.mu.Unlock()
 }
 
 // finishParked answers with the call's outcome. An upstream of the new
