@@ -26,6 +26,9 @@ import (
 const serverEnv = "UPSTREAM_TEST_SERVER"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(conformanceClientEnv) != "" {
+		os.Exit(runConformanceClient())
+	}
 	if name := os.Getenv(serverEnv); name != "" {
 		run := fakeServers[name]
 		if run == nil {

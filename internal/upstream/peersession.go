@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
@@ -16,6 +17,12 @@ import (
 // errSessionEnded is returned for a per-peer session requested while the
 // primary session is being torn down.
 var errSessionEnded = errors.New("upstream session ended")
+
+// errNoClassic is returned for a per-peer session that a server of the new
+// revision did not open as a classic one (it refused the handshake, or
+// answered it with the new revision): the call goes on the shared session
+// instead.
+var errNoClassic = errors.New("the server offers no classic session")
 
 // errPeerGone is returned for a per-peer session requested for a peer whose
 // Done is closed.
@@ -39,6 +46,43 @@ type peerSession struct {
 	// Guarded by the primary session's peerMu.
 	active   int       // calls holding it
 	lastUsed time.Time // when the last call released it
+}
+
+// ownSession reports whether a call of peer under the shared session sess
+// gets a session of its own, on a server that uses per-peer sessions. A
+// server may send requests of its own only on a classic session: there,
+// its requests reach the right client only on that client's own session.
+// A new-revision server embeds its requests in the call's result, and
+// anything else it sends during a call on the call's own response stream,
+// which the call's context attributes exactly; the shared session, which
+// knows the server's tools (their x-mcp-header parameters become
+// Mcp-Param-* headers), then serves everyone. So a client gets its own
+// session on such a server only where that session would be classic: a
+// classic client of an auto server that speaks both revisions (see
+// [supervisor.peerSessionOptions]), until the server refuses one.
+func (s *supervisor) ownSession(sess *session, peer Peer) bool {
+	if sess.noClassic.Load() {
+		return false
+	}
+	if !usesNewProtocol(sess.cs) {
+		return true
+	}
+	if stateless(peer) {
+		return false
+	}
+	o := s.peerSessionOptions()
+	return o != nil && o.ProtocolVersion < newProtocol
+}
+
+// answered reports whether err, a failed handshake, is the server's answer
+// (an error response, or a result the SDK cannot use) rather than a failure
+// to reach it or a transient one.
+func answered(err error) bool {
+	var e *jsonrpc.Error
+	if errors.As(err, &e) && e.Code != codeRejected {
+		return true
+	}
+	return !Transient(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // usesPeerSessions reports whether calls that carry a peer get a session of
@@ -215,8 +259,28 @@ func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSes
 	}
 	client := newClient(s.opts.Implementation, s.log, ps.router, peerCapabilities(ps.peer), mcp.ClientOptions{})
 	cs, err := client.Connect(ctx, t, s.peerSessionOptions())
+	// Under a shared session of the new revision, a per-peer session is
+	// opened only to be a classic one (ownSession). A server that refuses
+	// the handshake, or answers it with the new revision, has none to
+	// offer: from now on its clients' calls use the shared session.
+	noClassic := func(why string) error {
+		if !sess.noClassic.Swap(true) {
+			s.log.Info("upstream offers no classic session to a client; its clients' calls use the shared session", "why", why)
+		}
+		return fmt.Errorf("%w: %s", errNoClassic, why)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("opening a session for the client on server %q: %s", s.name, sess.redact.Error(err))
+		msg := fmt.Sprintf("opening a session for the client on server %q: %s", s.name, sess.redact.Error(err))
+		if usesNewProtocol(sess.cs) && ctx.Err() == nil && answered(err) {
+			return nil, noClassic(msg)
+		}
+		return nil, errors.New(msg)
+	}
+	if usesNewProtocol(cs) && usesNewProtocol(sess.cs) {
+		if err := cs.Close(); err != nil {
+			s.log.Debug("upstream per-client session close", "error", sess.redact.Error(err))
+		}
+		return nil, noClassic("it answered the classic handshake with " + cs.InitializeResult().ProtocolVersion)
 	}
 	if level := s.level(ps.peer); level != "" && !usesNewProtocol(cs) {
 		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {

@@ -118,12 +118,12 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 
 	r, cs, lifetime := sess.router, sess.cs, sess.ctx
 	var ps *peerSession
-	// A stateless caller needs a session of its own only where the server
-	// may send requests during the call (a classic session), so that they
-	// reach it; a new-protocol server embeds them in its result.
-	if st.perPeer && !(stateless(peer) && usesNewProtocol(sess.cs)) {
+	if st.perPeer && s.ownSession(sess, peer) {
 		var err error
-		if ps, err = s.acquirePeer(ctx, sess, peer); err != nil {
+		switch ps, err = s.acquirePeer(ctx, sess, peer); {
+		case errors.Is(err, errNoClassic):
+			// On the shared session, as every later call of a classic client.
+		case err != nil:
 			if ctx.Err() == nil && sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
 				return zero, unavailable(err), stepDone
 			}
@@ -131,8 +131,9 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 				return zero, failed(err), stepDone
 			}
 			return zero, err, stepDone // says what failed, redacted
+		default:
+			r, cs, lifetime = ps.router, ps.cs, ps.ctx
 		}
-		r, cs, lifetime = ps.router, ps.cs, ps.ctx
 	}
 	if lvl, ok := spec.meta[mcp.MetaKeyLogLevel]; ok && peer != nil && stateless(peer) && !usesNewProtocol(cs) {
 		// A stateless caller names its log level per request; a classic

@@ -146,7 +146,10 @@ type session struct {
 	peerMu    sync.Mutex
 	peers     map[string]*peerSession // per-peer sessions opened under this one (sse/http), by peer ID
 	peersShut bool                    // torn down: no more per-peer sessions
-	peerWG    sync.WaitGroup          // one per per-peer session goroutine
+	// noClassic: the server (new revision) opened no classic per-peer
+	// session; classic clients' calls use this session (ownSession).
+	noClassic atomic.Bool
+	peerWG    sync.WaitGroup // one per per-peer session goroutine
 }
 
 func newSession(parent context.Context) *session {
