@@ -38,6 +38,16 @@ type boundTransport struct {
 }
 
 func (t *boundTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && req.Header.Get("Mcp-Method") == "" && req.Header.Get("Mcp-Protocol-Version") == "" {
+		// A session's first request (initialize) carries no protocol
+		// version yet, and the SDK adds the standard headers of SEP-2243
+		// only to requests of the new revision: name the method anyway,
+		// as a 2026-07-28 server or a load balancer routing on it expects.
+		if m := requestMethod(req); m != "" {
+			req = req.Clone(req.Context())
+			req.Header.Set("Mcp-Method", m)
+		}
+	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
@@ -87,6 +97,31 @@ func requestID(req *http.Request) jsonrpc.ID {
 		return r.ID
 	}
 	return jsonrpc.ID{}
+}
+
+// requestMethod is the method of a POST's lone JSON-RPC message, "" if
+// there is none.
+func requestMethod(req *http.Request) string {
+	if req.GetBody == nil {
+		return ""
+	}
+	rc, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, 1<<20))
+	if err != nil {
+		return ""
+	}
+	msg, err := jsonrpc.DecodeMessage(data)
+	if err != nil {
+		return ""
+	}
+	if r, ok := msg.(*jsonrpc.Request); ok {
+		return r.Method
+	}
+	return ""
 }
 
 // maxDrain bounds what is read of a body over the limit only to learn its

@@ -457,14 +457,7 @@ func runClientScenario(ctx context.Context, node, suite, exe, dir, revision, sce
 var knownClientFailures = map[string]struct {
 	checks []string
 	why    string
-}{
-	"2026-07-28 auto/classic http-standard-headers": {
-		checks: []string{"ClientMcpMethodHeader_initialize"},
-		why: "under auto a classic client gets a classic session of its own where the server offers one " +
-			"(protocol_version auto, see docs/conformance.md); the handshake that asks for it is a 2025-11-25 " +
-			"initialize, which has no Mcp-Method header",
-	},
-}
+}{}
 
 // TestConformanceClient runs the client scenarios of the official suite
 // (0.2.0-alpha.12) that the requirements of 2026-07-28 and of 2025-11-25
