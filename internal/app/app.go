@@ -203,6 +203,12 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		ServerVisible: a.sec.engine.ServerAllowed,
 	})
 	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
+	a.reg.onAnnounced = func(server string, c upstream.ListChanges) {
+		a.front.Announce(server, c.Tools, c.Resources, c.Prompts)
+		if f := a.fronts.existing(server); f != nil {
+			f.Announce(server, c.Tools, c.Resources, c.Prompts)
+		}
+	}
 	a.fronts = newFrontSet(func(server string) *front.Front {
 		return front.New(a.cat, a.pipe, &front.Options{
 			Logger:         o.Logger.With("endpoint", server),

@@ -107,7 +107,7 @@ func TestConformanceErasThroughGateway(t *testing.T) {
 								t.Errorf("%s: skipped through the gateway", name)
 							case b.failed > a.failed:
 								t.Errorf("%s: %d failed through the gateway; %d alone", name, b.failed, a.failed)
-							case b.passed < a.passed-knownWarnings[name]:
+							case b.passed < a.passed:
 								t.Errorf("%s: %d passed through the gateway; %d alone", name, b.passed, a.passed)
 							}
 						}
@@ -119,16 +119,6 @@ func TestConformanceErasThroughGateway(t *testing.T) {
 	for _, rev := range revisions {
 		t.Logf("conformance %s (scored scenarios; passed/failed):\n%s", rev, suiteTable(alone[rev], through[rev]))
 	}
-}
-
-// knownWarnings are checks that pass against the fixture alone and end as
-// warnings (SHOULD), not failures, through the gateway, and why.
-var knownWarnings = map[string]int{
-	// sep-2575-server-sends-{tools,prompts}-list-changed-on-subscription:
-	// the fixture's trigger re-registers a tool (a prompt) unchanged, so
-	// the list the gateway serves does not change, and the gateway
-	// announces changes of its own list only.
-	"server-stateless": 2,
 }
 
 // suiteTable renders the scenarios of the fixture alone and through each

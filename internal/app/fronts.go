@@ -95,3 +95,10 @@ func writeNotFound(w http.ResponseWriter, name string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": api.Error{
 		Code: api.CodeServerNotFound, Message: fmt.Sprintf("server %q not found", name)}})
 }
+
+// existing returns the server's transparent front if one was built.
+func (s *frontSet) existing(server string) *front.Front {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fronts[server]
+}

@@ -82,6 +82,9 @@ type registry struct {
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
+	// onAnnounced is told of a server's list_changed that changed none of
+	// the lists the gateway serves.
+	onAnnounced func(server string, c upstream.ListChanges)
 	// keys encrypts the literal secrets of stored definitions; nil when no
 	// secret key is configured.
 	keys *secrets.Keyring
@@ -140,7 +143,16 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 		return
 	}
 	st, _ := r.ups.Status(d.Server)
-	before := r.cat.Snapshot().ServerTools(d.Server)
+	beforeSnap := r.cat.Snapshot()
+	before := beforeSnap.ServerTools(d.Server)
+	defer func() {
+		// The server said a list changed, and the lists the gateway serves
+		// did not: say so downstream all the same, as the server would to
+		// a client of its own (clients re-list; nothing is lost).
+		if d.Announced.Any() && r.cat.Snapshot().Version() == beforeSnap.Version() && r.onAnnounced != nil {
+			r.onAnnounced(d.Server, d.Announced)
+		}
+	}()
 	rejected, err := r.setCatalog(rec, catalog.Entry{
 		Server:    d.Server,
 		Prefix:    rec.def.Prefix,

@@ -263,6 +263,72 @@ func (f *Front) ResourceUpdated(ctx context.Context, server string, p *mcp.Resou
 	}
 }
 
+// Announce tells this front's clients that server's lists changed when the
+// server said so but the lists served here did not change (the server
+// re-registered an item as it was): the SDK announces a change when an
+// item is registered again, so one item of each such list is, unchanged.
+func (f *Front) Announce(server string, tools, resources, prompts bool) {
+	if !f.inScope(server) {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	snap := f.cat.Snapshot()
+	if tools {
+		for _, t := range snap.ServerTools(server) {
+			name := t.Name
+			if f.scope != "" {
+				name = t.OriginalName
+			}
+			if _, ok := f.tools[name]; !ok || !t.Available {
+				continue
+			}
+			def := t.Def
+			if f.scope != "" {
+				cp := *t.Def
+				cp.Name = t.OriginalName
+				def = &cp
+			}
+			_ = guard(func() { f.server.AddTool(def, f.callTool) })
+			break
+		}
+	}
+	if resources {
+		for _, r := range snap.Resources() {
+			if r.Server != server || !r.Available {
+				continue
+			}
+			def := r.Def
+			if f.scope != "" {
+				cp := *r.Def
+				cp.URI, cp.Name = r.OriginalURI, r.OriginalName
+				def = &cp
+			}
+			if _, ok := f.resources[def.URI]; ok {
+				_ = guard(func() { f.server.AddResource(def, f.readResource) })
+				break
+			}
+		}
+	}
+	if prompts {
+		for _, p := range snap.Prompts() {
+			if p.Server != server || !p.Available {
+				continue
+			}
+			def := p.Def
+			if f.scope != "" {
+				cp := *p.Def
+				cp.Name = p.OriginalName
+				def = &cp
+			}
+			if _, ok := f.prompts[def.Name]; ok {
+				_ = guard(func() { f.server.AddPrompt(def, f.getPrompt) })
+				break
+			}
+		}
+	}
+}
+
 // inScope reports whether an item of server is served by this front.
 func (f *Front) inScope(server string) bool { return f.scope == "" || f.scope == server }
 

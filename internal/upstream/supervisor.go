@@ -320,6 +320,7 @@ func (s *supervisor) startRediscovery(sess *session) *rediscovery {
 		ctx, cancel := context.WithTimeout(sess.ctx, s.lc.startup)
 		defer cancel()
 		d, err := s.discover(ctx, sess, kinds, prev)
+		d.Announced = ListChanges{Tools: kinds&kindTools != 0, Resources: kinds&kindResources != 0, Prompts: kinds&kindPrompts != 0}
 		r.done <- rediscoveryResult{disc: d, err: err}
 	}()
 	return r

@@ -228,7 +228,17 @@ type Discovery struct {
 	Resources []*mcp.Resource
 	Templates []*mcp.ResourceTemplate
 	Prompts   []*mcp.Prompt
+	// Announced says which lists the server announced changed
+	// (notifications/*/list_changed) when this is a re-discovery they
+	// caused; all false otherwise.
+	Announced ListChanges
 }
+
+// ListChanges names the lists a server announced changed.
+type ListChanges struct{ Tools, Resources, Prompts bool }
+
+// Any reports whether any list changed.
+func (c ListChanges) Any() bool { return c.Tools || c.Resources || c.Prompts }
 
 // Options configures a [Manager]. The zero value (or nil) gives the defaults
 // documented on each field.
