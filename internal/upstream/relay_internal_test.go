@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -233,5 +234,30 @@ func TestEventFilter(t *testing.T) {
 				t.Errorf("relayed log messages (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestUnknownResultType: a result whose resultType is neither complete nor
+// input_required is refused, not passed on as an answer.
+func TestUnknownResultType(t *testing.T) {
+	r := testRouter(nil)
+	for _, tt := range []struct {
+		wire string
+		ok   bool
+	}{
+		{`{"content":[]}`, true},
+		{`{"resultType":"complete","content":[]}`, true},
+		{`{"resultType":"bogus","content":[]}`, false},
+	} {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(tt.wire), &res); err != nil {
+			t.Fatal(err)
+		}
+		next := func(context.Context, string, mcp.Request) (mcp.Result, error) { return &res, nil }
+		req := &mcp.ClientRequest[*mcp.CallToolParams]{Params: &mcp.CallToolParams{Name: "t"}}
+		_, err := r.multiRoundTrip(next)(t.Context(), "tools/call", req)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: error %v, want ok %v", tt.wire, err, tt.ok)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -365,6 +366,13 @@ func (r *router) multiRoundTrip(next mcp.MethodHandler) mcp.MethodHandler {
 			if err != nil {
 				return res, err
 			}
+			if rt := resultType(res); rt != "" && rt != "complete" && rt != "input_required" {
+				// Neither an answer nor a question: passing it on as a
+				// complete result would hand the caller something the
+				// server did not say.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+					Message: fmt.Sprintf("server %q answered %s with an unknown resultType %q", r.server, method, rt)}
+			}
 			asks, state, ok := inputRequired(res)
 			if !ok {
 				return res, nil
@@ -389,6 +397,25 @@ func (r *router) multiRoundTrip(next mcp.MethodHandler) mcp.MethodHandler {
 			}
 		}
 	}
+}
+
+// resultType is the resultType a result arrived with ("" when absent). The
+// SDK keeps it unexported and reports only whether it is input_required.
+func resultType(res mcp.Result) string {
+	switch res.(type) {
+	case *mcp.CallToolResult, *mcp.GetPromptResult, *mcp.ReadResourceResult:
+	default:
+		return ""
+	}
+	v := reflect.ValueOf(res)
+	if v.IsNil() {
+		return ""
+	}
+	f := v.Elem().FieldByName("resultType")
+	if !f.IsValid() || f.Kind() != reflect.String {
+		return ""
+	}
+	return f.String()
 }
 
 // inputRequired returns the input requests of a result that asks for input.
