@@ -193,6 +193,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		ReplicaAddr:    a.replicaAddr,
 		Spend:          a.spendState,
 		ToolExposure:   cfg.Front.ToolExposure,
+		MetaToolPrefix: cfg.Front.MetaToolPrefix,
 		Searcher:       a.disc,
 		Logger:         o.Logger,
 		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},

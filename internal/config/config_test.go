@@ -756,6 +756,11 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "meta_tool_prefix not a name",
+			yaml: "front:\n  meta_tool_prefix: switch.board\n",
+			want: []wantErr{{Line: 2, Field: "front.meta_tool_prefix", Msg: `"switch.board" is not a name: use lower-case letters, digits, - and _, without a separator (. or __)`}},
+		},
+		{
 			name: "session caps out of bounds",
 			yaml: "front:\n  max_sessions: 0\n  max_sessions_per_identity: 1000001\n  max_session: 5\n",
 			want: []wantErr{
