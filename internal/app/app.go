@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.reg.guard = guard
+	a.reg.requireTLS = s.RequireTLSUpstreams
 	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
 		db.Close()
 		cancel()
