@@ -205,6 +205,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		ServerVisible: a.sec.engine.ServerAllowed,
 	})
 	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
+	a.reg.onRename = a.moveBreakers
 	a.fronts = newFrontSet(func(server string) *front.Front {
 		return front.New(a.cat, a.pipe, &front.Options{
 			Logger:         o.Logger.With("endpoint", server),

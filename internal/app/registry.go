@@ -86,6 +86,9 @@ type registry struct {
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
+	// onRename is told of a server renamed at runtime, once the new name
+	// is registered (circuit breakers keyed "server:tool" follow it).
+	onRename func(ctx context.Context, from, to string)
 	// keys encrypts the literal secrets of stored definitions; nil when no
 	// secret key is configured.
 	keys *secrets.Keyring
@@ -959,6 +962,9 @@ func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Se
 	next := &record{id: rec.id, source: rec.source, def: def, autoConnect: rec.autoConnect, registeredAt: rec.registeredAt}
 	if err := r.add(ctx, next, expanded); err != nil {
 		return api.Server{}, err
+	}
+	if r.onRename != nil {
+		r.onRename(ctx, old, newName)
 	}
 	v := r.view(next, r.cat.Snapshot())
 	if active {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,68 @@ func TestInsecureTransport(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRenameMovesBreakers: renaming a server carries its open circuit
+// breakers over to the new name (calls under the new name are refused
+// without reaching the upstream), leaves no breaker under the old name, and
+// the moved state is what the store keeps across a restart.
+func TestRenameMovesBreakers(t *testing.T) {
+	up := newFaultyUpstream(t)
+	dbPath := filepath.Join(t.TempDir(), "switchboard.db")
+	settings := strings.Replace(fastSettings, "circuit_cooldown_seconds: 1", "circuit_cooldown_seconds: 3600", 1)
+	g := startGatewayStore(t, settings+"servers: {}\n", nil, dbPath)
+	code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", map[string]any{"name": "up", "transport_type": "HTTP",
+		"auto_connect": true, "connection_config": map[string]any{"url": up.srv.URL + "/mcp"}})
+	if code != 201 {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	waitFor(t, "up to connect", func() bool { return g.serverByName(t, "up")["status"] == "CONNECTED" })
+
+	up.failAll.Store(true)
+	g.invoke(t, "up", "echo", map[string]any{"text": "x"}, nil)
+	if code, body := g.invoke(t, "up", "echo", map[string]any{"text": "x"}, nil); errorCode(body) != "circuit_open" {
+		t.Fatalf("breaker of up.echo did not open: %d %v", code, body)
+	}
+	up.failAll.Store(false)
+
+	if code, body := g.rest(t, "PATCH", "/api/v1/aggregator/servers/up", map[string]any{"name": "renamed"}); code != 200 {
+		t.Fatalf("rename: %d %v", code, body)
+	}
+	waitFor(t, "renamed to connect", func() bool { return g.serverByName(t, "renamed")["status"] == "CONNECTED" })
+	breakers := func(g *gateway) map[string]string {
+		_, body := g.rest(t, "GET", "/api/v1/mcp/circuit-breakers", nil)
+		out := map[string]string{}
+		list, _ := body["circuit_breakers"].([]any)
+		if list == nil {
+			list, _ = body["breakers"].([]any)
+		}
+		for _, b := range list {
+			m, _ := b.(map[string]any)
+			out[fmt.Sprint(m["circuit_key"])] = fmt.Sprint(m["state"])
+		}
+		if len(out) == 0 {
+			t.Fatalf("no breakers listed: %v", body)
+		}
+		return out
+	}
+	if got := breakers(g); got["renamed:echo"] != "OPEN" || got["up:echo"] != "" {
+		t.Errorf("breakers after the rename = %v, want renamed:echo OPEN and no up:echo", got)
+	}
+	before := up.count("echo")
+	if code, body := g.invoke(t, "renamed", "echo", map[string]any{"text": "x"}, nil); code != 503 || errorCode(body) != "circuit_open" {
+		t.Errorf("call under the new name: %d %v, want 503 circuit_open", code, body)
+	}
+	if up.count("echo") != before {
+		t.Error("the moved open breaker let a call through")
+	}
+
+	// The store holds the moved state: a restart keeps it open.
+	g.http.Close()
+	g.app.Close(t.Context())
+	g2 := startGatewayStore(t, settings+"servers: {}\n", nil, dbPath)
+	if got := breakers(g2); got["renamed:echo"] != "OPEN" || got["up:echo"] != "" {
+		t.Errorf("breakers after a restart = %v, want renamed:echo OPEN and no up:echo", got)
 	}
 }
