@@ -593,8 +593,73 @@ func TestRegisterManifest(t *testing.T) {
 	if code, body := g.invoke(t, "demo", "add", map[string]any{"a": 1, "b": 2}, nil); code != 200 {
 		t.Errorf("compatible tool: %d %v", code, body)
 	}
-	if code, _ := g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nope", "tools": []any{}}); code != 404 {
-		t.Errorf("unknown server: %d, want 404", code)
+	// A tool the upstream does not have is rejected, with the reason.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "demo", "tools": []any{
+		map[string]any{"name": "teleport", "schema": schema}}})
+	if code != 201 || body["rejected_count"] != 1.0 || !strings.Contains(fmt.Sprint(body["rejected_tools"]), `does not expose a tool "teleport"`) {
+		t.Errorf("unexposed tool: %d %v", code, body)
+	}
+	// An unknown server without a definition: the answer names the field it needs.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nope", "tools": []any{}})
+	if code != 422 || errorCode(body) != "validation_failed" || !strings.Contains(fmt.Sprint(body), "connection_config") ||
+		!strings.Contains(fmt.Sprint(body), "transport_type") {
+		t.Errorf("unknown server: %d %v, want 422 naming transport_type and connection_config", code, body)
+	}
+}
+
+// TestRegisterManifestNewServer: POST /api/v1/mcp/register with a server
+// the gateway does not know registers it from transport_type and
+// connection_config, connects it, and checks the declared tools against
+// what it exposes; re-sending the same registration is accepted, another
+// definition under the same id is a conflict, and a definition missing a
+// field names it.
+func TestRegisterManifestNewServer(t *testing.T) {
+	up := newFaultyUpstream(t)
+	g := startGateway(t, "servers: {}\n", nil)
+	schema := map[string]any{"type": "object"}
+	reg := map[string]any{
+		"server_id": "remote", "version": "1.0.0", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": up.srv.URL + "/mcp"},
+		"tools": []any{
+			map[string]any{"name": "echo", "schema": schema, "version": "1.0.0"},
+			map[string]any{"name": "teleport", "schema": schema},
+		},
+	}
+	code, body := g.rest(t, "POST", "/api/v1/mcp/register", reg)
+	if code != 201 || body["registered_count"] != 1.0 || body["rejected_count"] != 1.0 {
+		t.Fatalf("register a new server: %d %v", code, body)
+	}
+	if got := fmt.Sprint(body["rejected_tools"]); !strings.Contains(got, "teleport") || !strings.Contains(got, `does not expose a tool "teleport"`) ||
+		!strings.Contains(got, `"echo"`) {
+		t.Errorf("rejected = %s, want teleport with the tools it does expose", got)
+	}
+	if s := g.serverByName(t, "remote"); s["status"] != "CONNECTED" || s["source"] != "api" {
+		t.Errorf("server after registration: %v", s)
+	}
+	if code, body := g.invoke(t, "remote", "echo", map[string]any{"text": "hi"}, nil); code != 200 {
+		t.Errorf("calling the registered tool: %d %v", code, body)
+	}
+	// The same registration again (an orchestrator after its restart).
+	if code, body := g.rest(t, "POST", "/api/v1/mcp/register", reg); code != 201 || body["registered_count"] != 1.0 {
+		t.Errorf("re-registration: %d %v", code, body)
+	}
+	// Another definition under the same id.
+	other := map[string]any{"server_id": "remote", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": "http://127.0.0.1:1/mcp"}, "tools": []any{}}
+	if code, body := g.rest(t, "POST", "/api/v1/mcp/register", other); code != 409 || errorCode(body) != "conflict" {
+		t.Errorf("another definition: %d %v, want 409 conflict", code, body)
+	}
+	// A definition without its url names the field.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nourl", "transport_type": "HTTP",
+		"connection_config": map[string]any{}, "tools": []any{}})
+	if code != 422 || !strings.Contains(fmt.Sprint(body), "servers.nourl.url") {
+		t.Errorf("definition without url: %d %v, want 422 naming servers.nourl.url", code, body)
+	}
+	// An upstream that cannot be reached: registered, every tool rejected with the reason.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "down", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": "http://127.0.0.1:1/mcp"}, "tools": []any{map[string]any{"name": "echo", "schema": schema}}})
+	if code != 201 || body["rejected_count"] != 1.0 || !strings.Contains(fmt.Sprint(body["rejected_tools"]), "cannot be checked") {
+		t.Errorf("unreachable server: %d %v, want its tools rejected as not checkable", code, body)
 	}
 }
 
