@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -772,5 +773,71 @@ func TestApprovalTokens(t *testing.T) {
 		Meta: mcp.Meta{"switchboard/approval-token": mcpToken}})
 	if err != nil || res.IsError {
 		t.Fatalf("MCP call with an approval token: %v %+v", err, res)
+	}
+}
+
+// TestKeyWithDeclaredTools: POST /api/v1/keys with declared_tools (seed 000
+// REQ-MCP-AUTH-002) creates the key and its invoke grants together, so the
+// agent can call exactly those tools at once; a declaration naming an
+// unknown server or a tool the server does not expose refuses the whole
+// request, and no key or grant is left behind.
+func TestKeyWithDeclaredTools(t *testing.T) {
+	const admin = "admin-bootstrap-key"
+	g := startGateway(t, "auth:\n  mode: keys\nservers:"+demoServer("demo"), map[string]string{"SWITCHBOARD_ADMIN_KEY": admin})
+	waitFor(t, "demo to connect", func() bool {
+		_, body := g.restAs(t, admin, "GET", "/api/v1/aggregator/servers/demo", nil)
+		return body["status"] == "CONNECTED"
+	})
+
+	tests := []struct {
+		name     string
+		agent    string
+		declared []string
+		status   int
+		message  []string // in a refusal
+		tools    []string // what the agent's MCP session lists
+	}{
+		{name: "seed form and namespaced form", agent: "agent-a", declared: []string{"demo:echo", "demo.add", "demo:echo"}, status: 201,
+			tools: []string{"demo.add", "demo.echo"}},
+		{name: "unknown server", agent: "agent-b", declared: []string{"demo:echo", "nope:x"}, status: 400,
+			message: []string{`declared_tools[1] "nope:x": no server "nope" is registered`}},
+		{name: "tool not exposed", agent: "agent-c", declared: []string{"demo:teleport", "bad"}, status: 400,
+			message: []string{`server "demo" does not expose a tool "teleport"`, `declared_tools[1] "bad"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := g.restAs(t, admin, "POST", "/api/v1/keys", map[string]any{"agent_id": tt.agent, "declared_tools": tt.declared})
+			if code != tt.status {
+				t.Fatalf("create key: %d %v, want %d", code, body, tt.status)
+			}
+			_, grants := g.restAs(t, admin, "GET", "/api/v1/mcp/policies/"+tt.agent, nil)
+			if tt.status != 201 {
+				for _, m := range tt.message {
+					if !strings.Contains(fmt.Sprint(body), m) {
+						t.Errorf("refusal %v does not say %q", body, m)
+					}
+				}
+				if strings.Contains(fmt.Sprint(grants), "demo") {
+					t.Errorf("refused request left grants: %v", grants)
+				}
+				_, keys := g.restAs(t, admin, "GET", "/api/v1/keys", nil)
+				if strings.Contains(fmt.Sprint(keys), tt.agent) {
+					t.Errorf("refused request left a key: %v", keys)
+				}
+				return
+			}
+			if n := len(body["grants"].([]any)); n != len(tt.tools) {
+				t.Errorf("answer has %d grants, want %d: %v", n, len(tt.tools), body["grants"])
+			}
+			key, _ := body["key"].(string)
+			got := keys2(toolNames(t, g.connectAs(t, key)))
+			slices.Sort(got)
+			if strings.Join(got, ",") != strings.Join(tt.tools, ",") {
+				t.Errorf("agent lists %v, want %v", got, tt.tools)
+			}
+			if text, res := callText(t, g.connectAs(t, key), "demo.echo", map[string]any{"text": "bound"}); res.IsError || !strings.Contains(text, "bound") {
+				t.Errorf("declared tool call: %q", text)
+			}
+		})
 	}
 }
