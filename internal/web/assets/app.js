@@ -300,7 +300,7 @@ function uptimeCell(s) {
 }
 
 /** INSECURE_TITLE explains the insecure_transport flag of a server. */
-const INSECURE_TITLE = 'Reached over plain http:// at a host other than loopback: traffic and credentials cross the network unencrypted. settings.require_tls_upstreams refuses such servers.';
+const INSECURE_TITLE = 'Reached over plain HTTP (no TLS) at a host other than loopback: traffic and credentials cross the network unencrypted. settings.require_tls_upstreams refuses such servers.';
 
 function serverRow(s) {
   const h = healthText(s);
@@ -381,7 +381,7 @@ async function serverPage(name, seq) {
     const rows = [
       ['Status', badge(s.status)],
       ['Transport', s.insecure_transport
-        ? [s.transport_type, ' ', el('span', { class: 's-DEGRADED', 'data-field': 'insecure', title: INSECURE_TITLE }, 'insecure: plain http:// to a remote host')]
+        ? [s.transport_type, ' ', el('span', { class: 's-DEGRADED', 'data-field': 'insecure', title: INSECURE_TITLE }, 'insecure: plain HTTP to a remote host')]
         : s.transport_type],
       ['Source', s.source],
       ['PID', s.pid || '—'],
