@@ -57,6 +57,11 @@ type Server struct {
 	ServerInfo         *mcp.Implementation `json:"server_info,omitempty"`
 	ProtocolVersion    string              `json:"protocol_version,omitempty"`
 	RejectedTools      []RejectedTool      `json:"rejected_tools,omitempty"`
+	// InsecureTransport is true for an sse/http server reached over plain
+	// http:// at a host other than loopback (NFR-SEC2): its traffic and
+	// credentials cross the network unencrypted. See
+	// settings.require_tls_upstreams.
+	InsecureTransport bool `json:"insecure_transport,omitempty"`
 
 	// Lifecycle: the process or session, restarts, draining, health.
 	StartedAt     *time.Time `json:"started_at,omitempty"`

@@ -3,8 +3,11 @@ package api
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/authz"
 )
 
 // Keys manages API keys. The app's identity store implements it; keys are
@@ -30,6 +33,12 @@ type KeyRequest struct {
 	// key needs grants, and the lists only restrict.
 	WorkspacePolicy bool       `json:"workspace_policy"`
 	ExpiresAt       *time.Time `json:"expires_at"`
+	// DeclaredTools are the tools the agent declares when it is registered
+	// (seed 000 REQ-MCP-AUTH-002, capability binding): "server:tool" as in
+	// the seed, or a namespaced name ("server.tool"); "server:*" for every
+	// tool of a server. Each becomes an invoke grant to AgentID, stored in
+	// the same transaction as the key: both or neither.
+	DeclaredTools []string `json:"declared_tools"`
 }
 
 // KeyView is an API key without its secret: what listings may show.
@@ -50,10 +59,12 @@ type KeyView struct {
 	RevokedAt       *time.Time `json:"revoked_at,omitempty"`
 }
 
-// KeyCreated is a new key with its secret, which is shown this once.
+// KeyCreated is a new key with its secret, which is shown this once, and
+// the grants made from its declared tools.
 type KeyCreated struct {
 	KeyView
-	Key string `json:"key"`
+	Key    string        `json:"key"`
+	Grants []authz.Grant `json:"grants,omitempty"`
 }
 
 func (h *handler) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -76,6 +87,9 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.WorkspacePolicy {
 		detail += " with workspace policy"
+	}
+	if n := len(req.DeclaredTools); n > 0 {
+		detail += ", declaring " + strconv.Itoa(n) + " tools"
 	}
 	if err == nil {
 		detail += " key " + quote(k.ID)

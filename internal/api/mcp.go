@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 )
 
@@ -79,17 +80,35 @@ type TimeRange struct {
 }
 
 // Registrar registers a server's tool manifest (seed 000 POST
-// /api/v1/mcp/register): it validates each tool's schema and version.
+// /api/v1/mcp/register): it registers the server first when the manifest
+// defines a new one ([Manifest.Server]), then validates each tool against
+// what the upstream exposes, its schema and its version.
 type Registrar interface {
 	RegisterManifest(ctx context.Context, m Manifest) (RegistrationResult, error)
 }
 
-// Manifest is seed 000's RegisterServerRequest.
+// Manifest is seed 000's RegisterServerRequest. For a server the gateway
+// does not know yet it also carries how to reach it, with the fields of
+// POST /api/v1/aggregator/servers: transport_type and connection_config
+// (and optionally description, auto_connect, health_check_url, prefix,
+// default_access).
 type Manifest struct {
 	ServerID     string         `json:"server_id"`
 	Version      string         `json:"version"`
 	Capabilities []string       `json:"capabilities"`
 	Tools        []ManifestTool `json:"tools"`
+
+	Description      string            `json:"description,omitempty"`
+	TransportType    string            `json:"transport_type,omitempty"`
+	ConnectionConfig *ConnectionConfig `json:"connection_config,omitempty"`
+	HealthCheckURL   string            `json:"health_check_url,omitempty"`
+	Prefix           *string           `json:"prefix,omitempty"`
+	DefaultAccess    string            `json:"default_access,omitempty"`
+
+	// Server is the definition built from the fields above, nil when the
+	// manifest has none (then server_id must name a registered server).
+	// Set by the handler, never decoded.
+	Server *config.Server `json:"-"`
 }
 
 // ManifestTool is one tool of a [Manifest].
@@ -311,6 +330,14 @@ func (h *handler) registerManifest(w http.ResponseWriter, r *http.Request) error
 	}
 	if strings.TrimSpace(m.ServerID) == "" {
 		return badRequest("server_id is required")
+	}
+	if m.TransportType != "" || m.ConnectionConfig != nil {
+		var cc ConnectionConfig
+		if m.ConnectionConfig != nil {
+			cc = *m.ConnectionConfig
+		}
+		m.Server = serverDef(registerRequest{Name: m.ServerID, Description: m.Description, TransportType: m.TransportType,
+			ConnectionConfig: cc, HealthCheckURL: m.HealthCheckURL, Prefix: m.Prefix, DefaultAccess: m.DefaultAccess})
 	}
 	res, err := h.registrar.RegisterManifest(r.Context(), m)
 	detail := "version " + quote(m.Version) + ", " + strconv.Itoa(len(m.Tools)) + " tools"

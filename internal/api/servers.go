@@ -56,7 +56,7 @@ type registerRequest struct {
 	Name             string           `json:"name"`
 	Description      string           `json:"description"`
 	TransportType    string           `json:"transport_type"`
-	ConnectionConfig connectionConfig `json:"connection_config"`
+	ConnectionConfig ConnectionConfig `json:"connection_config"`
 	AutoConnect      *bool            `json:"auto_connect"`
 	HealthCheckURL   string           `json:"health_check_url"`
 	Prefix           *string          `json:"prefix"`
@@ -66,7 +66,9 @@ type registerRequest struct {
 	PinDefinitions *bool `json:"pin_definitions"`
 }
 
-type connectionConfig struct {
+// ConnectionConfig is how to reach a server: command and args (stdio), or
+// url and headers (sse, http).
+type ConnectionConfig struct {
 	Command           string            `json:"command"`
 	Args              []string          `json:"args"`
 	Env               map[string]string `json:"env"`
@@ -83,6 +85,19 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 	if err := h.decode(w, r, &req); err != nil {
 		return err
 	}
+	def := serverDef(req)
+	autoConnect := *def.AutoStart
+	s, err := h.servers.Register(r.Context(), def, autoConnect)
+	if err := h.op(r.Context(), "server.register", req.Name, "transport "+def.Transport, err); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, s)
+	return nil
+}
+
+// serverDef is the definition a registration asks for; AutoStart is always
+// set (auto_connect, default true).
+func serverDef(req registerRequest) *config.Server {
 	def := &config.Server{
 		Name:              req.Name,
 		Transport:         strings.ToLower(req.TransportType),
@@ -103,12 +118,7 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 	}
 	autoConnect := req.AutoConnect == nil || *req.AutoConnect
 	def.AutoStart = &autoConnect
-	s, err := h.servers.Register(r.Context(), def, autoConnect)
-	if err := h.op(r.Context(), "server.register", req.Name, "transport "+def.Transport, err); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, s)
-	return nil
+	return def
 }
 
 func (h *handler) removeServer(w http.ResponseWriter, r *http.Request) error {

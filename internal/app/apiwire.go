@@ -90,10 +90,84 @@ func (k apiKeys) Create(ctx context.Context, req api.KeyRequest, createdBy strin
 	}
 	key.AllowServers, key.DenyServers, key.ExpiresAt, key.CreatedBy = req.AllowServers, req.DenyServers, req.ExpiresAt, createdBy
 	key.WorkspacePolicy = req.WorkspacePolicy
-	if err := k.a.db.CreateAPIKey(ctx, store.APIKey(key)); err != nil {
+	grants, err := k.declaredGrants(ctx, req, createdBy)
+	if err != nil {
 		return api.KeyCreated{}, err
 	}
-	return api.KeyCreated{KeyView: keyView(key), Key: secret}, nil
+	var stored []authz.Grant
+	err = k.a.db.Transact(ctx, func(tx *store.DB) error {
+		if err := tx.CreateAPIKey(ctx, store.APIKey(key)); err != nil {
+			return err
+		}
+		for _, g := range grants {
+			row, err := tx.PutGrant(ctx, store.Grant(g))
+			if err != nil {
+				return err
+			}
+			stored = append(stored, authz.Grant(row))
+		}
+		return nil
+	})
+	if err != nil {
+		return api.KeyCreated{}, err
+	}
+	if len(stored) > 0 {
+		// The grants went to the store with the key, not through the
+		// engine: it reads them back, as a replica does after a change
+		// made elsewhere.
+		if err := k.a.sec.engine.Reload(ctx); err != nil {
+			return api.KeyCreated{}, err
+		}
+		k.a.cluster.publish("policy", "")
+		for _, g := range stored {
+			k.a.events.Publish("policy.changed", map[string]any{"revision": k.a.sec.engine.Revision(), "reason": "grant",
+				"agent_id": g.AgentID, "server": g.Server, "tool": g.Tool})
+		}
+	}
+	return api.KeyCreated{KeyView: keyView(key), Key: secret, Grants: stored}, nil
+}
+
+// declaredGrants turns a key request's declared tools into invoke grants to
+// its agent, validating them all first: each names a registered server
+// ("server:tool" as seed 000 writes them, or a namespaced "server.tool")
+// and, unless it is a pattern, a tool the server exposes as last
+// discovered. Every problem is reported at once, as ErrInvalid (400).
+func (k apiKeys) declaredGrants(ctx context.Context, req api.KeyRequest, createdBy string) ([]authz.Grant, error) {
+	var grants []authz.Grant
+	var problems []string
+	now := time.Now()
+	seen := map[string]bool{}
+	for i, d := range req.DeclaredTools {
+		server, tool, ok := strings.Cut(strings.TrimSpace(d), ":")
+		if !ok {
+			server, tool = apiPolicies{k.a}.target("", strings.TrimSpace(d))
+		}
+		rec := k.a.reg.lookup(server)
+		switch {
+		case server == "" || tool == "":
+			problems = append(problems, fmt.Sprintf("declared_tools[%d] %q: want server:tool (or server.tool)", i, d))
+			continue
+		case rec == nil:
+			problems = append(problems, fmt.Sprintf("declared_tools[%d] %q: no server %q is registered", i, d, server))
+			continue
+		}
+		if !strings.ContainsAny(tool, "*?[") {
+			if exposed, _ := k.a.exposedTools(ctx, server); exposed != nil && !slices.Contains(exposed, tool) {
+				problems = append(problems, fmt.Sprintf("declared_tools[%d] %q: server %q does not expose a tool %q", i, d, server, tool))
+				continue
+			}
+		}
+		if seen[server+":"+tool] {
+			continue
+		}
+		seen[server+":"+tool] = true
+		grants = append(grants, authz.Grant{AgentID: req.AgentID, Server: server, Tool: tool,
+			Actions: []string{authz.ActionInvoke}, GrantedAt: now, GrantedBy: createdBy, ExpiresAt: req.ExpiresAt})
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w declared tools: %s", authz.ErrInvalid, strings.Join(problems, "; "))
+	}
+	return grants, nil
 }
 
 func (k apiKeys) List(ctx context.Context) ([]api.KeyView, error) {

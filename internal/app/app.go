@@ -122,6 +122,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.reg.guard = guard
+	a.reg.requireTLS = s.RequireTLSUpstreams
 	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
 		db.Close()
 		cancel()
@@ -193,6 +194,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		ReplicaAddr:    a.replicaAddr,
 		Spend:          a.spendState,
 		ToolExposure:   cfg.Front.ToolExposure,
+		MetaToolPrefix: cfg.Front.MetaToolPrefix,
 		Searcher:       a.disc,
 		Logger:         o.Logger,
 		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},
@@ -209,6 +211,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			f.Announce(server, c.Tools, c.Resources, c.Prompts)
 		}
 	}
+	a.reg.onRename = a.moveBreakers
 	a.fronts = newFrontSet(func(server string) *front.Front {
 		return front.New(a.cat, a.pipe, &front.Options{
 			Logger:         o.Logger.With("endpoint", server),

@@ -2,13 +2,18 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
 // manifests holds the tool manifests registered with POST
@@ -48,18 +53,101 @@ func (m *manifests) status(t catalog.Tool) api.ToolStatus {
 	return api.ToolStatus{Version: r.Version, Enabled: r.Enabled, DisabledReason: r.DisabledReason}
 }
 
+// exposedTools returns the original names of the tools server exposes, as
+// last discovered, or nil and why they cannot be told.
+func (a *App) exposedTools(ctx context.Context, server string) ([]string, string) {
+	tools := a.cat.Snapshot().ServerTools(server)
+	if len(tools) == 0 {
+		v, err := a.reg.Get(ctx, server)
+		switch {
+		case err != nil:
+			return nil, err.Error()
+		case v.Status == string(upstream.StateConnected) || v.Status == string(upstream.StateDegraded):
+			return []string{}, ""
+		case v.ErrorMessage != "":
+			return nil, fmt.Sprintf("server %q is %s (%s): its tools cannot be checked; connect it and register again", server, v.Status, v.ErrorMessage)
+		default:
+			return nil, fmt.Sprintf("server %q is %s and its tools were never discovered: they cannot be checked; connect it and register again", server, v.Status)
+		}
+	}
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.OriginalName
+	}
+	slices.Sort(out)
+	return out, ""
+}
+
+// sameServer reports whether a manifest's definition b is the registered
+// server a, so an orchestrator may re-send its whole registration (after a
+// restart of its own) without a conflict. auto_connect and an unset
+// default_access do not count.
+func sameServer(a, b *config.Server) bool {
+	a, b = a.Clone(), b.Clone()
+	a.AutoStart, b.AutoStart = nil, nil
+	if b.DefaultAccess == "" {
+		b.DefaultAccess = a.DefaultAccess
+	}
+	return sameDefinition(a, b)
+}
+
+// listOrNone quotes names for a message.
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
 // apiRegistrar registers manifests for the API.
 type apiRegistrar struct{ a *App }
 
+// RegisterManifest registers m. A server_id the gateway does not know is
+// registered first from the manifest's transport_type and connection_config
+// (a 422 naming the missing field when there are none) and connected, so
+// its tools can be checked; a known server given with a different
+// definition is a conflict. Each declared tool must be one the upstream
+// exposes (checked against the tools last discovered; none can be checked
+// while the server has never been connected), have a valid input schema,
+// and a version tool_versions accepts, else it is rejected or registered
+// disabled with the reason.
 func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api.RegistrationResult, error) {
 	a := r.a
 	rec, err := a.reg.find(m.ServerID)
-	if err != nil {
+	var ae *api.Error
+	notFound := errors.As(err, &ae) && ae.Code == api.CodeServerNotFound
+	switch {
+	case notFound && m.Server == nil:
+		return api.RegistrationResult{}, config.Errors{{Field: "connection_config", Msg: fmt.Sprintf(
+			"server %q is not registered: to register it with this manifest, add transport_type (HTTP, SSE or STDIO) and "+
+				"connection_config (url for HTTP and SSE; command and args for STDIO), as POST /api/v1/aggregator/servers takes them",
+			m.ServerID)}}
+	case notFound:
+		if _, err := a.reg.Register(ctx, m.Server, true); err != nil {
+			return api.RegistrationResult{}, err
+		}
+		// Connect now, so the declared tools are checked against what the
+		// upstream really exposes. A failure leaves the server registered
+		// (ERROR, with its reason, on its status) and every tool rejected.
+		_, _ = a.reg.Connect(ctx, m.ServerID, true) // the outcome is read from the catalog below
+		if rec, err = a.reg.find(m.ServerID); err != nil {
+			return api.RegistrationResult{}, err
+		}
+	case err != nil:
 		return api.RegistrationResult{}, err
+	case m.Server != nil && !sameServer(rec.def, m.Server):
+		return api.RegistrationResult{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: fmt.Sprintf(
+			"server %q is already registered with another definition: omit transport_type and connection_config to "+
+				"register a manifest for it, or remove it first", rec.def.Name)}
 	}
 	server := rec.def.Name
 	res := api.RegistrationResult{ServerID: server, RegisteredTools: []api.RegisteredTool{}, RejectedTools: []api.RejectedManifestTool{}}
 	matrix := a.cfg.ToolVersions[server]
+	exposed, why := a.exposedTools(ctx, server)
 	tools := map[string]api.RegisteredTool{}
 	for _, t := range m.Tools {
 		reject := func(format string, args ...any) {
@@ -73,8 +161,16 @@ func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api
 			reject("tool %q is listed twice", t.Name)
 			continue
 		}
-		if why := a.cat.CheckInputSchema(t.Schema); why != "" {
-			reject("invalid input schema: %s", why)
+		if bad := a.cat.CheckInputSchema(t.Schema); bad != "" {
+			reject("invalid input schema: %s", bad)
+			continue
+		}
+		switch {
+		case exposed == nil:
+			reject("%s", why)
+			continue
+		case !slices.Contains(exposed, t.Name):
+			reject("server %q does not expose a tool %q (it exposes %s)", server, t.Name, listOrNone(exposed))
 			continue
 		}
 		reg := api.RegisteredTool{ServerID: server, Tool: t.Name, Version: t.Version, Enabled: true}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -593,8 +594,73 @@ func TestRegisterManifest(t *testing.T) {
 	if code, body := g.invoke(t, "demo", "add", map[string]any{"a": 1, "b": 2}, nil); code != 200 {
 		t.Errorf("compatible tool: %d %v", code, body)
 	}
-	if code, _ := g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nope", "tools": []any{}}); code != 404 {
-		t.Errorf("unknown server: %d, want 404", code)
+	// A tool the upstream does not have is rejected, with the reason.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "demo", "tools": []any{
+		map[string]any{"name": "teleport", "schema": schema}}})
+	if code != 201 || body["rejected_count"] != 1.0 || !strings.Contains(fmt.Sprint(body["rejected_tools"]), `does not expose a tool "teleport"`) {
+		t.Errorf("unexposed tool: %d %v", code, body)
+	}
+	// An unknown server without a definition: the answer names the field it needs.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nope", "tools": []any{}})
+	if code != 422 || errorCode(body) != "validation_failed" || !strings.Contains(fmt.Sprint(body), "connection_config") ||
+		!strings.Contains(fmt.Sprint(body), "transport_type") {
+		t.Errorf("unknown server: %d %v, want 422 naming transport_type and connection_config", code, body)
+	}
+}
+
+// TestRegisterManifestNewServer: POST /api/v1/mcp/register with a server
+// the gateway does not know registers it from transport_type and
+// connection_config, connects it, and checks the declared tools against
+// what it exposes; re-sending the same registration is accepted, another
+// definition under the same id is a conflict, and a definition missing a
+// field names it.
+func TestRegisterManifestNewServer(t *testing.T) {
+	up := newFaultyUpstream(t)
+	g := startGateway(t, "servers: {}\n", nil)
+	schema := map[string]any{"type": "object"}
+	reg := map[string]any{
+		"server_id": "remote", "version": "1.0.0", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": up.srv.URL + "/mcp"},
+		"tools": []any{
+			map[string]any{"name": "echo", "schema": schema, "version": "1.0.0"},
+			map[string]any{"name": "teleport", "schema": schema},
+		},
+	}
+	code, body := g.rest(t, "POST", "/api/v1/mcp/register", reg)
+	if code != 201 || body["registered_count"] != 1.0 || body["rejected_count"] != 1.0 {
+		t.Fatalf("register a new server: %d %v", code, body)
+	}
+	if got := fmt.Sprint(body["rejected_tools"]); !strings.Contains(got, "teleport") || !strings.Contains(got, `does not expose a tool "teleport"`) ||
+		!strings.Contains(got, `"echo"`) {
+		t.Errorf("rejected = %s, want teleport with the tools it does expose", got)
+	}
+	if s := g.serverByName(t, "remote"); s["status"] != "CONNECTED" || s["source"] != "api" {
+		t.Errorf("server after registration: %v", s)
+	}
+	if code, body := g.invoke(t, "remote", "echo", map[string]any{"text": "hi"}, nil); code != 200 {
+		t.Errorf("calling the registered tool: %d %v", code, body)
+	}
+	// The same registration again (an orchestrator after its restart).
+	if code, body := g.rest(t, "POST", "/api/v1/mcp/register", reg); code != 201 || body["registered_count"] != 1.0 {
+		t.Errorf("re-registration: %d %v", code, body)
+	}
+	// Another definition under the same id.
+	other := map[string]any{"server_id": "remote", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": "http://127.0.0.1:1/mcp"}, "tools": []any{}}
+	if code, body := g.rest(t, "POST", "/api/v1/mcp/register", other); code != 409 || errorCode(body) != "conflict" {
+		t.Errorf("another definition: %d %v, want 409 conflict", code, body)
+	}
+	// A definition without its url names the field.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "nourl", "transport_type": "HTTP",
+		"connection_config": map[string]any{}, "tools": []any{}})
+	if code != 422 || !strings.Contains(fmt.Sprint(body), "servers.nourl.url") {
+		t.Errorf("definition without url: %d %v, want 422 naming servers.nourl.url", code, body)
+	}
+	// An upstream that cannot be reached: registered, every tool rejected with the reason.
+	code, body = g.rest(t, "POST", "/api/v1/mcp/register", map[string]any{"server_id": "down", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": "http://127.0.0.1:1/mcp"}, "tools": []any{map[string]any{"name": "echo", "schema": schema}}})
+	if code != 201 || body["rejected_count"] != 1.0 || !strings.Contains(fmt.Sprint(body["rejected_tools"]), "cannot be checked") {
+		t.Errorf("unreachable server: %d %v, want its tools rejected as not checkable", code, body)
 	}
 }
 
@@ -707,5 +773,71 @@ func TestApprovalTokens(t *testing.T) {
 		Meta: mcp.Meta{"switchboard/approval-token": mcpToken}})
 	if err != nil || res.IsError {
 		t.Fatalf("MCP call with an approval token: %v %+v", err, res)
+	}
+}
+
+// TestKeyWithDeclaredTools: POST /api/v1/keys with declared_tools (seed 000
+// REQ-MCP-AUTH-002) creates the key and its invoke grants together, so the
+// agent can call exactly those tools at once; a declaration naming an
+// unknown server or a tool the server does not expose refuses the whole
+// request, and no key or grant is left behind.
+func TestKeyWithDeclaredTools(t *testing.T) {
+	const admin = "admin-bootstrap-key"
+	g := startGateway(t, "auth:\n  mode: keys\nservers:"+demoServer("demo"), map[string]string{"SWITCHBOARD_ADMIN_KEY": admin})
+	waitFor(t, "demo to connect", func() bool {
+		_, body := g.restAs(t, admin, "GET", "/api/v1/aggregator/servers/demo", nil)
+		return body["status"] == "CONNECTED"
+	})
+
+	tests := []struct {
+		name     string
+		agent    string
+		declared []string
+		status   int
+		message  []string // in a refusal
+		tools    []string // what the agent's MCP session lists
+	}{
+		{name: "seed form and namespaced form", agent: "agent-a", declared: []string{"demo:echo", "demo.add", "demo:echo"}, status: 201,
+			tools: []string{"demo.add", "demo.echo"}},
+		{name: "unknown server", agent: "agent-b", declared: []string{"demo:echo", "nope:x"}, status: 400,
+			message: []string{`declared_tools[1] "nope:x": no server "nope" is registered`}},
+		{name: "tool not exposed", agent: "agent-c", declared: []string{"demo:teleport", "bad"}, status: 400,
+			message: []string{`server "demo" does not expose a tool "teleport"`, `declared_tools[1] "bad"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := g.restAs(t, admin, "POST", "/api/v1/keys", map[string]any{"agent_id": tt.agent, "declared_tools": tt.declared})
+			if code != tt.status {
+				t.Fatalf("create key: %d %v, want %d", code, body, tt.status)
+			}
+			_, grants := g.restAs(t, admin, "GET", "/api/v1/mcp/policies/"+tt.agent, nil)
+			if tt.status != 201 {
+				for _, m := range tt.message {
+					if !strings.Contains(fmt.Sprint(body), m) {
+						t.Errorf("refusal %v does not say %q", body, m)
+					}
+				}
+				if strings.Contains(fmt.Sprint(grants), "demo") {
+					t.Errorf("refused request left grants: %v", grants)
+				}
+				_, keys := g.restAs(t, admin, "GET", "/api/v1/keys", nil)
+				if strings.Contains(fmt.Sprint(keys), tt.agent) {
+					t.Errorf("refused request left a key: %v", keys)
+				}
+				return
+			}
+			if n := len(body["grants"].([]any)); n != len(tt.tools) {
+				t.Errorf("answer has %d grants, want %d: %v", n, len(tt.tools), body["grants"])
+			}
+			key, _ := body["key"].(string)
+			got := keys2(toolNames(t, g.connectAs(t, key)))
+			slices.Sort(got)
+			if strings.Join(got, ",") != strings.Join(tt.tools, ",") {
+				t.Errorf("agent lists %v, want %v", got, tt.tools)
+			}
+			if text, res := callText(t, g.connectAs(t, key), "demo.echo", map[string]any{"text": "bound"}); res.IsError || !strings.Contains(text, "bound") {
+				t.Errorf("declared tool call: %q", text)
+			}
+		})
 	}
 }

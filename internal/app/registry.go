@@ -79,12 +79,19 @@ type registry struct {
 	events  *telemetry.Bus
 	// guard refuses servers whose URLs the SSRF policy denies.
 	guard *netguard.Guard
+	// requireTLS refuses the registration of a server reached over plain
+	// http:// at a non-loopback host (settings.require_tls_upstreams);
+	// false only warns. The config file is checked by config.Parse.
+	requireTLS bool
 
 	// onRemove is told of a server removed at runtime.
 	onRemove func(name string)
 	// onAnnounced is told of a server's list_changed that changed none of
 	// the lists the gateway serves.
 	onAnnounced func(server string, c upstream.ListChanges)
+	// onRename is told of a server renamed at runtime, once the new name
+	// is registered (circuit breakers keyed "server:tool" follow it).
+	onRename func(ctx context.Context, from, to string)
 	// keys encrypts the literal secrets of stored definitions; nil when no
 	// secret key is configured.
 	keys *secrets.Keyring
@@ -490,7 +497,26 @@ func (r *registry) addConfigServer(ctx context.Context, def *config.Server, sett
 	if err := r.add(ctx, rec, def); err != nil {
 		return false, err
 	}
+	_ = r.checkTransport(def) // the file passed config.Parse: this only warns
 	return auto, nil
+}
+
+// checkTransport warns of a server reached over plain http:// at a
+// non-loopback host, or refuses it when settings.require_tls_upstreams is
+// set. The warning is logged at each registration (and each start, for
+// the config file's servers); the server's status carries
+// insecure_transport for as long as it is registered.
+func (r *registry) checkTransport(def *config.Server) error {
+	if !def.InsecureTransport() {
+		return nil
+	}
+	if r.requireTLS {
+		return config.Errors{{Field: "servers." + def.Name + ".url", Msg: config.InsecureTransportRefused}}
+	}
+	r.logger.Warn("upstream reached over plain http:// at a non-loopback host: its traffic and credentials cross the "+
+		"network unencrypted; use https://, or set settings.require_tls_upstreams to refuse such servers",
+		"server", def.Name)
+	return nil
 }
 
 // reloadReport says what a reload changed.
@@ -757,6 +783,9 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 	if err := r.checkOutbound(ctx, expanded); err != nil {
 		return api.Server{}, err
 	}
+	if err := r.checkTransport(expanded); err != nil {
+		return api.Server{}, err
+	}
 	row := &store.Server{Name: def.Name, Source: sourceAPI, Transport: def.Transport, Description: def.Description}
 	row.Config, err = r.encodeDef(def, autoConnect)
 	if err != nil {
@@ -946,6 +975,9 @@ func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Se
 	if err := r.add(ctx, next, expanded); err != nil {
 		return api.Server{}, err
 	}
+	if r.onRename != nil {
+		r.onRename(ctx, old, newName)
+	}
 	v := r.view(next, r.cat.Snapshot())
 	if active {
 		r.connectInBackground(newName)
@@ -1051,6 +1083,8 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		PinDefinitions: def.PinDefinitions,
 		RegisteredAt:   rec.registeredAt,
 		Status:         string(upstream.StateDisconnected),
+		// rec.def, not the redacted copy: redaction may rewrite the URL.
+		InsecureTransport: rec.def.InsecureTransport(),
 	}
 	switch {
 	case rec.override != nil:

@@ -14,18 +14,18 @@ import (
 
 // TestSearchModeThroughMCP is D4: in search mode a go-sdk client over /mcp
 // sees only the meta-tools, finds everything.echo (server-everything over
-// stdio) with switchboard.search_tools and calls it with
-// switchboard.call_tool.
+// stdio) with search_tools and calls it with call_tool: the gateway's own
+// tools carry no prefix (seed 004 AG-US7 AC7).
 func TestSearchModeThroughMCP(t *testing.T) {
 	js := everythingPath(t)
 	g := startGateway(t, fmt.Sprintf("front:\n  tool_exposure: search\nservers:\n  everything:\n    transport: stdio\n    command: node\n    args: [%q, stdio]\n    auto_start: true\n", js)+
 		demoServer("demo"), nil)
 	cs := g.connect(t, "/mcp")
 	names := toolNames(t, cs)
-	if len(names) != 2 || names["switchboard.search_tools"] == nil || names["switchboard.call_tool"] == nil {
+	if len(names) != 2 || names["search_tools"] == nil || names["call_tool"] == nil {
 		t.Fatalf("search mode lists %v, want only the two meta-tools", keys2(names))
 	}
-	text, res := callText(t, cs, "switchboard.search_tools", map[string]any{"query": "echo back a message", "server_filter": []string{"everything"}})
+	text, res := callText(t, cs, "search_tools", map[string]any{"query": "echo back a message", "server_filter": []string{"everything"}})
 	if res.IsError {
 		t.Fatalf("search_tools: %s", text)
 	}
@@ -41,7 +41,7 @@ func TestSearchModeThroughMCP(t *testing.T) {
 	if found.Tools[0].Name != "everything.echo" || found.Tools[0].InputSchema == nil {
 		t.Fatalf("best match %q (schema %v), want everything.echo with its schema; all: %s", found.Tools[0].Name, found.Tools[0].InputSchema, text)
 	}
-	text, res = callText(t, cs, "switchboard.call_tool", map[string]any{"name": "everything.echo", "arguments": map[string]any{"message": "found and called"}})
+	text, res = callText(t, cs, "call_tool", map[string]any{"name": "everything.echo", "arguments": map[string]any{"message": "found and called"}})
 	if res.IsError || !strings.Contains(text, "found and called") {
 		t.Fatalf("call_tool: %q", text)
 	}

@@ -377,6 +377,21 @@ type breakerPersister struct {
 	stopped chan struct{}
 }
 
+// moveBreakers carries a renamed server's circuit breakers over to its new
+// name, in the store (rows this replica may never have loaded) and in
+// memory; the in-memory state, the freshest here, is then saved over the
+// moved rows and announced to the other replicas. A store failure is
+// logged: the rename has happened, and the breakers only start closed.
+func (a *App) moveBreakers(ctx context.Context, from, to string) {
+	sec := a.sec
+	if _, err := a.db.MoveBreakers(context.WithoutCancel(ctx), from, to); err != nil {
+		a.logger.Warn("moving circuit breakers of a renamed server", "from", from, "to", to, "error", err)
+	}
+	for _, s := range sec.breakers.MoveServer(from, to) {
+		sec.persist.save(s)
+	}
+}
+
 func newBreakerPersister(db *store.DB, logger *slog.Logger) *breakerPersister {
 	p := &breakerPersister{db: db, logger: logger, pending: map[string]resilience.BreakerSnapshot{}, states: map[string]resilience.State{},
 		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}

@@ -560,6 +560,14 @@ type Settings struct {
 	OutboundDenyPrivate  bool     // outbound_deny_private     false: refuse RFC 1918, 100.64/10, fc00::/7
 	OutboundDenyLoopback bool     // outbound_deny_loopback    false: refuse 127/8, ::1, localhost
 	OutboundAllow        []string // outbound_allow            none: addresses, CIDR prefixes and host names allowed anyway (env: comma-separated)
+	// RequireTLSUpstreams (yaml require_tls_upstreams, default false)
+	// refuses sse/http servers reached over plain http:// at a host other
+	// than loopback: in the config file (file:line error) and at
+	// registration (422 validation_failed). The default only flags them (a warning and
+	// insecure_transport on the server's status), because in-cluster
+	// services behind a service mesh speak plain HTTP to a sidecar that
+	// encrypts the hop (mTLS); see docs/security.md.
+	RequireTLSUpstreams bool
 	// OutboundProxyFromEnv routes outbound requests through HTTP_PROXY /
 	// HTTPS_PROXY / NO_PROXY: yaml outbound_proxy_from_env, default false,
 	// because the guard can only check the target as far as the gateway

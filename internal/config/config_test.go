@@ -756,6 +756,16 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "require_tls_upstreams refuses plain http to a remote host",
+			yaml: "settings:\n  require_tls_upstreams: true\nservers:\n  remote:\n    transport: http\n    url: http://10.0.0.5:8080/mcp\n  local:\n    transport: http\n    url: http://127.0.0.1:8080/mcp\n",
+			want: []wantErr{{Line: 6, Field: "servers.remote.url", Msg: InsecureTransportRefused}},
+		},
+		{
+			name: "meta_tool_prefix not a name",
+			yaml: "front:\n  meta_tool_prefix: switch.board\n",
+			want: []wantErr{{Line: 2, Field: "front.meta_tool_prefix", Msg: `"switch.board" is not a name: use lower-case letters, digits, - and _, without a separator (. or __)`}},
+		},
+		{
 			name: "session caps out of bounds",
 			yaml: "front:\n  max_sessions: 0\n  max_sessions_per_identity: 1000001\n  max_session: 5\n",
 			want: []wantErr{
@@ -1727,4 +1737,31 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestInsecureTransport(t *testing.T) {
+	tests := []struct {
+		transport, url string
+		want           bool
+	}{
+		{TransportHTTP, "http://10.0.0.5:8080/mcp", true},
+		{TransportSSE, "http://mcp.example.com/sse", true},
+		{TransportHTTP, "HTTP://mcp.example.com/mcp", true},
+		{TransportHTTP, "http://127.0.0.1:8080/mcp", false},
+		{TransportHTTP, "http://127.9.9.9/mcp", false},
+		{TransportHTTP, "http://[::1]:8080/mcp", false},
+		{TransportHTTP, "http://[::ffff:127.0.0.1]/mcp", false},
+		{TransportHTTP, "http://localhost:8080/mcp", false},
+		{TransportHTTP, "http://LOCALHOST./mcp", false},
+		{TransportHTTP, "http://api.localhost/mcp", false},
+		{TransportHTTP, "http://localhost.example.com/mcp", true},
+		{TransportHTTP, "https://10.0.0.5/mcp", false},
+		{TransportStdio, "", false},
+	}
+	for _, tt := range tests {
+		s := &Server{Name: "s", Transport: tt.transport, URL: tt.url}
+		if got := s.InsecureTransport(); got != tt.want {
+			t.Errorf("InsecureTransport(%s %s) = %v, want %v", tt.transport, tt.url, got, tt.want)
+		}
+	}
 }

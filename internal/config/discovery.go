@@ -17,9 +17,8 @@ import (
 const (
 	// ToolExposureAll lists every tool the caller may call (the default).
 	ToolExposureAll = "all"
-	// ToolExposureSearch lists only the meta-tools switchboard.search_tools
-	// and switchboard.call_tool, for clients that drown in thousands of
-	// tool definitions.
+	// ToolExposureSearch lists only the meta-tools search_tools and
+	// call_tool, for clients that drown in thousands of tool definitions.
 	ToolExposureSearch = "search"
 )
 
@@ -63,7 +62,7 @@ var (
 	skillsFields     = []string{"taxonomy", "classifier"}
 	skillDefFields   = []string{"id", "name", "description", "examples", "keywords"}
 	classifierFields = []string{"mode", "url", "model", "api_key_env", "batch_size", "concurrency", "timeout_seconds"}
-	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins", "max_sessions", "max_sessions_per_identity", "input_timeout_seconds"}
+	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins", "max_sessions", "max_sessions_per_identity", "input_timeout_seconds", "meta_tool_prefix"}
 )
 
 // skillIDRE is the syntax of skill ids: snake_case, so they read the same in
@@ -163,9 +162,14 @@ func (c *Classifier) Timeout() time.Duration {
 // Front is the front: section: how the MCP front presents the catalog.
 type Front struct {
 	// ToolExposure: "all" (default: every tool the caller may call is listed) or "search" (only the
-	// meta-tools switchboard.search_tools and switchboard.call_tool are listed). yaml tool_exposure;
+	// meta-tools search_tools and call_tool are listed). yaml tool_exposure;
 	// env SWITCHBOARD_TOOL_EXPOSURE overrides.
 	ToolExposure string
+	// MetaToolPrefix (yaml meta_tool_prefix, default none) namespaces the
+	// meta-tools of search mode like a server's tools, e.g. "switchboard"
+	// gives switchboard.search_tools, the names before seed 004's
+	// unprefixed rule was followed. A name, as a server prefix.
+	MetaToolPrefix string
 	// Stateless (yaml stateless, default false) turns legacy sessions off:
 	// clients of the session revisions (up to 2025-11-25) are then served
 	// per request too, so any replica answers any request, and upstreams
@@ -509,6 +513,13 @@ func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
 		case "stateless":
 			v, _, _ := d.boolean(e.value, f)
 			fr.Stateless = v
+		case "meta_tool_prefix":
+			v, _, ok := d.str(e.value, f)
+			if ok && v != "" && (!NameRE.MatchString(v) || strings.Contains(v, "__")) {
+				d.errorf(e.pos, f, "%q is not a name: use lower-case letters, digits, - and _, without a separator (. or __)", v)
+				continue
+			}
+			fr.MetaToolPrefix = v
 		case "allowed_hosts":
 			fr.AllowedHosts = d.hostList(e.value, f, st)
 		case "allowed_origins":

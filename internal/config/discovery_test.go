@@ -83,6 +83,11 @@ front:
 			want: sections{Skills: defaults.Skills, Front: Front{ToolExposure: ToolExposureAll, MaxSessions: 500, MaxSessionsPerIdentity: 1}},
 		},
 		{
+			name: "meta-tool prefix",
+			yaml: "front: {tool_exposure: search, meta_tool_prefix: switchboard}\n",
+			want: sections{Skills: defaults.Skills, Front: Front{ToolExposure: ToolExposureSearch, MetaToolPrefix: "switchboard"}},
+		},
+		{
 			name: "null session caps keep the front's defaults",
 			yaml: "front: {max_sessions: ~, max_sessions_per_identity: ~}\n",
 			want: defaults,

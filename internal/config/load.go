@@ -133,6 +133,9 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 		probs := s.applyShorthands()
 		probs = append(probs, validateServer(s)...)
 		probs = append(probs, s.expand(getenv)...)
+		if cfg.Settings.RequireTLSUpstreams && s.InsecureTransport() {
+			probs = append(probs, problem{"url", InsecureTransportRefused})
+		}
 		for _, p := range probs {
 			if bad[i][topField(p.sub)] {
 				continue // its decoding error is already reported

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -748,4 +749,34 @@ func notSetMsg(name string) string {
 		return fmt.Sprintf("environment variable %s is not set", name)
 	}
 	return "the environment variable named here is not set (its name is not shown: it is not UPPER_CASE and may be a secret written in place of a variable name)"
+}
+
+// InsecureTransportRefused is the message given for a plain http:// URL to
+// a non-loopback host when settings.require_tls_upstreams is true.
+const InsecureTransportRefused = "plain http:// to a host other than loopback is refused by settings.require_tls_upstreams: use https://"
+
+// InsecureTransport reports whether the server is reached over plain
+// http:// at a host other than the loopback interface (NFR-SEC2): its
+// traffic, headers and bearer tokens included, can be read and altered on
+// the network. Loopback hosts (localhost, *.localhost, 127.0.0.0/8, ::1)
+// never leave the machine. A stdio server is never insecure in this sense.
+func (s *Server) InsecureTransport() bool {
+	if s.Transport == TransportStdio || s.URL == "" {
+		return false
+	}
+	u, err := url.Parse(s.URL)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return false
+	}
+	return !loopbackHost(u.Hostname())
+}
+
+// loopbackHost reports whether host names the loopback interface.
+func loopbackHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
 }

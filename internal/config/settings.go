@@ -225,6 +225,7 @@ var settingDefs = []settingDef{
 		return strings.Join(bad, "; ")
 	}},
 	{"outbound_proxy_from_env", "SWITCHBOARD_OUTBOUND_PROXY_FROM_ENV", func(s *Settings) any { return &s.OutboundProxyFromEnv }, nil},
+	{"require_tls_upstreams", "SWITCHBOARD_REQUIRE_TLS_UPSTREAMS", func(s *Settings) any { return &s.RequireTLSUpstreams }, nil},
 }
 
 // SettingEnvVars returns the environment variable of each setting, keyed by YAML

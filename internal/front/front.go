@@ -65,10 +65,13 @@ type Options struct {
 	// authorized by the pipeline either way.
 	ServerVisible func(id authz.Identity, server string) bool
 	// ToolExposure is ExposeAll (default) or ExposeSearch: then tools/list
-	// shows only the meta-tools switchboard.search_tools and
-	// switchboard.call_tool (separator as configured), which reach every
-	// tool the caller may call. Ignored on a transparent front.
+	// shows only the meta-tools search_tools and call_tool, which reach
+	// every tool the caller may call. Ignored on a transparent front.
 	ToolExposure string
+	// MetaToolPrefix, if set, namespaces the meta-tools like a server's
+	// tools (prefix + separator + name, e.g. switchboard.search_tools), for
+	// clients configured with the old names. "" (default): unprefixed.
+	MetaToolPrefix string
 	// Searcher serves search_tools; required for ExposeSearch.
 	Searcher Searcher
 	// Sealer seals the requestState of input_required results given to
@@ -141,6 +144,7 @@ type Front struct {
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash
+	shadowed    map[string]bool   // upstream tools hidden by a meta-tool's name (warned once)
 	resources   map[string]string // key -> JSON of the definition served
 	templates   map[string]string
 	prompts     map[string]string
@@ -214,7 +218,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 	// sessionUse first: a session is busy for the whole of each request.
 	f.server.AddReceivingMiddleware(sessionUse, f.routeMiddleware)
 	if o.ToolExposure == ExposeSearch && o.Server == "" && o.Searcher != nil {
-		f.addMetaTools(cat.Snapshot().Separator())
+		f.addMetaTools(o.MetaToolPrefix, cat.Snapshot().Separator())
 	}
 	f.mu.Lock()
 	f.unsubscribe = cat.Subscribe(func(_, next *catalog.Snapshot) { f.syncLocked(next) })
@@ -338,6 +342,8 @@ func (f *Front) inScope(server string) bool { return f.scope == "" || f.scope ==
 // time).
 func (f *Front) syncLocked(snap *catalog.Snapshot) {
 	want := map[string]*mcp.Tool{}
+	shadowed := map[string]bool{}
+	defer func() { f.shadowed = shadowed }()
 	hash := map[string]string{}
 	for _, t := range snap.Tools() {
 		if !t.Available || !f.inScope(t.Server) {
@@ -350,7 +356,14 @@ func (f *Front) syncLocked(snap *catalog.Snapshot) {
 			def = &cp
 		}
 		if f.isMeta(def.Name) {
-			continue // the gateway's own meta-tool keeps its name
+			// The gateway's own meta-tool keeps its name; the upstream tool
+			// is shadowed here and reachable through call_tool.
+			shadowed[def.Name] = true
+			if !f.shadowed[def.Name] {
+				f.logger.Warn("upstream tool shadowed by a meta-tool of the same name; call it through call_tool",
+					"tool", def.Name, "server", t.Server)
+			}
+			continue
 		}
 		want[def.Name] = def
 		hash[def.Name] = t.Hash

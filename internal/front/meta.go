@@ -22,9 +22,10 @@ const (
 	ExposeSearch = "search"
 )
 
-// Names of the meta-tools, before the separator is applied.
+// Names of the meta-tools. They carry no prefix unless
+// [Options.MetaToolPrefix] sets one (seed 004 AG-US7: the gateway's own tools
+// are not namespaced like the upstreams' ones).
 const (
-	metaPrefix     = "switchboard"
 	metaSearchName = "search_tools"
 	metaCallName   = "call_tool"
 )
@@ -81,10 +82,24 @@ var (
 }`)
 )
 
+// MetaToolNames returns the names of the meta-tools search_tools and
+// call_tool under prefix ("" = none) and separator sep.
+func MetaToolNames(prefix, sep string) (search, call string) {
+	if prefix == "" {
+		return metaSearchName, metaCallName
+	}
+	return prefix + sep + metaSearchName, prefix + sep + metaCallName
+}
+
 // addMetaTools registers search_tools and call_tool on the front's server.
-func (f *Front) addMetaTools(sep string) {
-	f.metaSearch = metaPrefix + sep + metaSearchName
-	f.metaCall = metaPrefix + sep + metaCallName
+//
+// Collision rule: the meta-tools keep their names. An upstream tool served
+// under the same name (possible only for a server with an empty prefix) is
+// shadowed: it is not listed or dispatched under that name, and stays
+// reachable through call_tool, whose name argument always resolves against
+// the catalog (call_tool never calls a meta-tool).
+func (f *Front) addMetaTools(prefix, sep string) {
+	f.metaSearch, f.metaCall = MetaToolNames(prefix, sep)
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(bool)}
 	search := &mcp.Tool{
 		Name: f.metaSearch,
@@ -149,9 +164,8 @@ func (f *Front) callFound(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Name == "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "call_tool needs the name of a tool (a string)"}
 	}
-	if f.isMeta(in.Name) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "call_tool calls the tools search_tools finds, not itself"}
-	}
+	// in.Name resolves against the catalog, never to a meta-tool: that is
+	// how an upstream tool shadowed by a meta-tool's name stays callable.
 	inner := &mcp.CallToolRequest{Session: req.Session, Extra: req.Extra,
 		Params: &mcp.CallToolParamsRaw{Meta: req.Params.Meta, Name: in.Name, Arguments: in.Arguments}}
 	res, err := f.callTool(ctx, inner)

@@ -491,6 +491,44 @@ func (bs *Breakers) Forget(key string) {
 	delete(bs.m, key)
 }
 
+// MoveServer re-keys every breaker of server from (old "old:tool" or
+// "old") to the same key under server name to, state and counters kept, so
+// a renamed server's failing tools stay guarded instead of starting over
+// closed while the old keys linger. A breaker already under a new key is
+// replaced. The moved breakers' generations are bumped so their state wins
+// over any stored under the new key; holders of an old *Breaker keep a
+// working but detached one, and the trial calls they hold in HalfOpen are
+// not counted by the new one. It returns the snapshots under the new keys
+// (sorted), for persistence; neither OnStateChange nor OnChange is called.
+func (bs *Breakers) MoveServer(from, to string) []BreakerSnapshot {
+	if from == to {
+		return nil
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	var moved []BreakerSnapshot
+	for key, b := range bs.m {
+		var newKey string
+		switch {
+		case key == from:
+			newKey = to
+		case strings.HasPrefix(key, from+":"):
+			newKey = to + key[len(from):]
+		default:
+			continue
+		}
+		b.mu.Lock()
+		nb := &Breaker{key: newKey, s: b.s, state: b.state, generation: b.generation + 1, failures: b.failures,
+			successes: b.successes, lastFailureAt: b.lastFailureAt, openedAt: b.openedAt}
+		b.mu.Unlock()
+		delete(bs.m, key)
+		bs.m[newKey] = nb
+		moved = append(moved, nb.snapshotLocked())
+	}
+	slices.SortFunc(moved, func(a, b BreakerSnapshot) int { return strings.Compare(a.Key, b.Key) })
+	return moved
+}
+
 // Key builds the breaker key for a tool on a server, "server:tool" as in the
 // seed's circuit_breakers table.
 func Key(server, tool string) string { return server + ":" + tool }

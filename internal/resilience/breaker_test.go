@@ -279,3 +279,53 @@ func TestBreakerIgnoreFreesHalfOpenSlot(t *testing.T) {
 		t.Errorf("state = %v, want CLOSED", st)
 	}
 }
+
+// TestBreakersMoveServer: a rename moves every "old:tool" (and "old")
+// breaker to the new name with its state, leaves other servers alone
+// (including one whose name starts like the old one), and the old keys
+// start closed if asked again.
+func TestBreakersMoveServer(t *testing.T) {
+	clk := newFakeClock()
+	bs := NewBreakers(BreakerSettings{FailureThreshold: 2, Cooldown: time.Minute, Clock: clk})
+	fail := func(key string, n int) {
+		for range n {
+			done, err := bs.Get(key).Allow()
+			if err != nil {
+				t.Fatalf("Allow %s: %v", key, err)
+			}
+			done(false)
+		}
+	}
+	fail("gh:search", 2) // open
+	fail("gh:issues", 1) // closed, one failure
+	fail("ghost:search", 2)
+	before := bs.Get("gh:search").Snapshot()
+
+	moved := bs.MoveServer("gh", "hub")
+	var keys []string
+	for _, s := range moved {
+		keys = append(keys, s.Key)
+	}
+	if diff := cmp.Diff([]string{"hub:issues", "hub:search"}, keys); diff != "" {
+		t.Fatalf("moved (-want +got):\n%s", diff)
+	}
+	got := bs.Get("hub:search").Snapshot()
+	if got.State != Open || got.Failures != before.Failures || !got.OpenedAt.Equal(before.OpenedAt) || got.Generation <= before.Generation {
+		t.Errorf("hub:search = %+v, want the state of gh:search %+v with a newer generation", got, before)
+	}
+	if _, err := bs.Get("hub:search").Allow(); !errors.Is(err, ErrOpen) {
+		t.Errorf("moved open breaker admits calls: %v", err)
+	}
+	if s := bs.Get("hub:issues").Snapshot(); s.State != Closed || s.Failures != 1 {
+		t.Errorf("hub:issues = %+v, want closed with 1 failure", s)
+	}
+	if s := bs.Get("ghost:search").Snapshot(); s.State != Open {
+		t.Errorf("ghost:search = %+v, want untouched (open)", s)
+	}
+	if s := bs.Get("gh:search").Snapshot(); s.State != Closed || s.Failures != 0 {
+		t.Errorf("gh:search after the move = %+v, want a fresh closed breaker", s)
+	}
+	if moved := bs.MoveServer("hub", "hub"); moved != nil {
+		t.Errorf("MoveServer to the same name moved %v", moved)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -117,4 +118,47 @@ func (db *DB) DeleteBreaker(ctx context.Context, key string) error {
 		return err
 	}
 	return nil
+}
+
+// MoveBreakers re-keys the saved breakers of server from ("from:tool" and
+// "from") to server name to, in one transaction, as when the server is
+// renamed: its circuits keep their state instead of starting closed under
+// the new name while the old rows linger. A row already saved under a new
+// key is replaced. It returns the new keys.
+func (db *DB) MoveBreakers(ctx context.Context, from, to string) ([]string, error) {
+	if from == to {
+		return nil, nil
+	}
+	var moved []string
+	err := db.Transact(ctx, func(tx *DB) error {
+		all, err := tx.ListBreakers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, b := range all {
+			var key string
+			switch {
+			case b.Key == from:
+				key = to
+			case strings.HasPrefix(b.Key, from+":"):
+				key = to + b.Key[len(from):]
+			default:
+				continue
+			}
+			old := b.Key
+			b.Key, b.UpdatedAt = key, time.Time{}
+			if err := tx.SaveBreaker(ctx, b); err != nil {
+				return err
+			}
+			if err := tx.DeleteBreaker(ctx, old); err != nil {
+				return err
+			}
+			moved = append(moved, key)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("moving the circuit breakers of %q to %q: %w", from, to, err)
+	}
+	return moved, nil
 }

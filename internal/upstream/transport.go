@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -72,12 +73,22 @@ func (s *supervisor) command() (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// MinTLSVersion is the oldest TLS version the gateway accepts from an
+// sse/http upstream (NFR-SEC2). Go's client default is the same today; it is
+// written down so that neither a toolchain change nor a cloned transport
+// can lower it silently.
+const MinTLSVersion = tls.VersionTLS12
+
 // defaultHTTPClient has transport-level timeouts only: an overall
 // http.Client.Timeout would cut the long-lived SSE streams. It dials and
 // follows redirects through guard, and so uses no proxy unless the guard
-// has one.
+// has one. It speaks TLS 1.2 or later.
 func defaultHTTPClient(guard *netguard.Guard) *http.Client {
 	t := guard.Transport(nil)
+	if t.TLSClientConfig == nil {
+		t.TLSClientConfig = &tls.Config{}
+	}
+	t.TLSClientConfig.MinVersion = max(t.TLSClientConfig.MinVersion, MinTLSVersion)
 	t.TLSHandshakeTimeout = 10 * time.Second
 	t.IdleConnTimeout = 90 * time.Second
 	t.ExpectContinueTimeout = time.Second

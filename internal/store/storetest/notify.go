@@ -308,3 +308,50 @@ func testGetBreaker(t *testing.T, db *store.DB) {
 		t.Fatal(err)
 	}
 }
+
+// testMoveBreakers: a rename moves "old:tool" and "old" rows to the new
+// name with their state, leaves other servers (including one whose name
+// starts like the old one) alone, and replaces a row already under a new key.
+func testMoveBreakers(t *testing.T, db *store.DB) {
+	ctx := t.Context()
+	rows := []store.BreakerState{
+		{Key: "gh:search", State: "OPEN", Failures: 5, OpenedAt: oddTime, LastFailureAt: oddTime, Generation: 7},
+		{Key: "gh:issues", State: "CLOSED", Failures: 2, Generation: 3},
+		{Key: "gh", State: "OPEN", Failures: 1, Generation: 1},
+		{Key: "ghost:search", State: "OPEN", Failures: 9, Generation: 4},
+		{Key: "hub:search", State: "CLOSED", Generation: 1}, // stale, replaced
+	}
+	for _, b := range rows {
+		if err := db.SaveBreaker(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved, err := db.MoveBreakers(ctx, "gh", "hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"hub", "hub:issues", "hub:search"}, moved); diff != "" {
+		t.Errorf("moved keys (-want +got):\n%s", diff)
+	}
+	all, err := db.ListBreakers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]store.BreakerState{}
+	for _, b := range all {
+		b.UpdatedAt = time.Time{}
+		got[b.Key] = b
+	}
+	want := map[string]store.BreakerState{
+		"hub:search":   {Key: "hub:search", State: "OPEN", Failures: 5, OpenedAt: oddTime, LastFailureAt: oddTime, Generation: 7},
+		"hub:issues":   {Key: "hub:issues", State: "CLOSED", Failures: 2, Generation: 3},
+		"hub":          {Key: "hub", State: "OPEN", Failures: 1, Generation: 1},
+		"ghost:search": {Key: "ghost:search", State: "OPEN", Failures: 9, Generation: 4},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("breakers after the move (-want +got):\n%s", diff)
+	}
+	if moved, err := db.MoveBreakers(ctx, "absent", "other"); err != nil || len(moved) != 0 {
+		t.Errorf("moving a server without breakers = %v, %v", moved, err)
+	}
+}

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"Replicas", testReplicas},
 		{"Idempotent", testIdempotent},
 		{"GetBreaker", testGetBreaker},
+		{"MoveBreakers", testMoveBreakers},
 		{"ToolPins", testToolPins},
 		{"ToolPinRace", testToolPinRace},
 		{"AccessOverrides", testAccessOverrides},

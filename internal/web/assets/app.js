@@ -299,6 +299,9 @@ function uptimeCell(s) {
   return el('td', { class: 'num' }, '—');
 }
 
+/** INSECURE_TITLE explains the insecure_transport flag of a server. */
+const INSECURE_TITLE = 'Reached over plain HTTP (no TLS) at a host other than loopback: traffic and credentials cross the network unencrypted. settings.require_tls_upstreams refuses such servers.';
+
 function serverRow(s) {
   const h = healthText(s);
   return el('tr', { 'data-server': s.name },
@@ -309,7 +312,8 @@ function serverRow(s) {
     el('td', { class: 'num' }, s.pid ? String(s.pid) : '—'),
     uptimeCell(s),
     el('td', { class: 'num' }, String(s.restarts ?? 0)),
-    el('td', { class: 'muted' }, (s.transport_type || '').toLowerCase()),
+    el('td', { class: 'muted' }, (s.transport_type || '').toLowerCase(),
+      s.insecure_transport ? [' ', el('span', { class: 's-DEGRADED', 'data-field': 'insecure', title: INSECURE_TITLE }, 'plain http')] : null),
     el('td', { class: 'err', 'data-field': 'error' }, s.error_message || ''));
 }
 
@@ -376,7 +380,9 @@ async function serverPage(name, seq) {
     const h = healthText(s);
     const rows = [
       ['Status', badge(s.status)],
-      ['Transport', s.transport_type],
+      ['Transport', s.insecure_transport
+        ? [s.transport_type, ' ', el('span', { class: 's-DEGRADED', 'data-field': 'insecure', title: INSECURE_TITLE }, 'insecure: plain HTTP to a remote host')]
+        : s.transport_type],
       ['Source', s.source],
       ['PID', s.pid || '—'],
       ['Uptime', serving(s.status) && s.started_at ? el('span', { 'data-started': s.started_at }, fmtDuration((Date.now() - Date.parse(s.started_at)) / 1000)) : '—'],
