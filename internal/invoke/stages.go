@@ -529,6 +529,9 @@ func breakerFailure(err error) bool {
 // not help. The caller's own mistakes, refusals and cancellations are not,
 // nor an upstream's protocol answer to a bad request.
 func escalates(err error) bool {
+	if e, ok := errors.AsType[*Error](err); ok && e.exhausted {
+		return true // transient failures that outlasted the retries
+	}
 	switch CodeOf(err) {
 	case CodeServerUnavailable, CodeTimeout, CodeCircuitOpen, CodeServerBusy, CodeOutcomeUnknown:
 		return true
