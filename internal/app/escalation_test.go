@@ -287,3 +287,24 @@ func TestApprovalRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestEscalationStartErrors: a webhook the SSRF guard refuses, or a header
+// whose environment variable is unset, stops the start with the setting
+// named.
+func TestEscalationStartErrors(t *testing.T) {
+	tests := []struct {
+		name, settings, want string
+	}{
+		{"metadata endpoint", "  escalation_webhook_url: http://169.254.169.254/hook\n", "settings.escalation_webhook_url"},
+		{"header variable unset", "  escalation_webhook_url: http://127.0.0.1:9/hook\n  escalation_webhook_headers: [\"Authorization=SB_TEST_UNSET_HOOK_AUTH\"]\n",
+			"SB_TEST_UNSET_HOOK_AUTH is not set"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newAppErr(t, "settings:\n"+tc.settings)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("app.New = %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}
