@@ -201,6 +201,8 @@ type Options struct {
 	Cluster func(ctx context.Context) (ClusterView, error)
 	// Pins, if set, serves the quarantined tools and their approval.
 	Pins Pins
+	// Escalations, if set, serves the escalations and approval requests.
+	Escalations Escalations
 }
 
 // ClusterView is GET /api/v1/cluster: this replica and every live one.
@@ -244,6 +246,8 @@ type handler struct {
 	toolStatus func(t catalog.Tool) ToolStatus
 	cluster    func(ctx context.Context) (ClusterView, error)
 	pins       Pins
+
+	escalations Escalations
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -275,7 +279,8 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	}
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
-		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins}
+		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins,
+		escalations: o.Escalations}
 	return h.routes()
 }
 

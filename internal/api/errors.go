@@ -78,6 +78,7 @@ var statusOf = map[invoke.Code]int{
 	invoke.CodeToolDefinitionChanged: http.StatusConflict,
 	invoke.CodeOutcomeUnknown:        http.StatusBadGateway,
 	invoke.CodeResultTooLarge:        http.StatusBadGateway,
+	invoke.CodeApprovalRequired:      http.StatusForbidden,
 }
 
 // sentinels maps the dependencies' sentinel errors (matched with errors.Is,
@@ -150,6 +151,12 @@ func invokeError(ie *invoke.Error) *Error {
 			e.Details = map[string]any{}
 		}
 		e.Details["attempts"] = ie.Attempts
+	}
+	if ie.ApprovalID != "" {
+		if e.Details == nil {
+			e.Details = map[string]any{}
+		}
+		e.Details["approval_id"] = ie.ApprovalID
 	}
 	return e
 }

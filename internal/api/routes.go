@@ -56,6 +56,13 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/mcp/metrics", h.admin(h.metrics))
 	mux.Handle("GET /api/v1/audit", h.admin(h.queryAudit))
 
+	// Escalation and human approval (docs/escalation.md).
+	mux.Handle("GET /api/v1/escalations", h.admin(h.listEscalations))
+	mux.Handle("POST /api/v1/escalations/{id}/ack", h.admin(h.ackEscalation))
+	mux.Handle("GET /api/v1/approvals", h.admin(h.listApprovals))
+	mux.Handle("POST /api/v1/approvals/{id}/approve", h.admin(h.approveRequest))
+	mux.Handle("POST /api/v1/approvals/{id}/deny", h.admin(h.denyRequest))
+
 	// Discovery (AG-US2, AG-US3): Search filters what each caller sees.
 	mux.Handle("POST /api/v1/search", h.authed(h.search))
 	mux.Handle("GET /api/v1/skills", h.authed(h.listSkills))

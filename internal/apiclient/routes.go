@@ -480,3 +480,62 @@ func (c *Client) Metrics(ctx context.Context, q MetricsQuery) (Metrics, error) {
 	err := c.do(ctx, "GET", "/api/v1/mcp/metrics", v, nil, &out)
 	return out, err
 }
+
+// EscalationList is the answer of GET /api/v1/escalations.
+type EscalationList struct {
+	Escalations []api.EscalationView `json:"escalations"`
+	Total       int                  `json:"total"`
+}
+
+// Escalations lists the escalations, newest first; unacked keeps those no
+// operator acknowledged yet (admin).
+func (c *Client) Escalations(ctx context.Context, unacked bool) (EscalationList, error) {
+	var q url.Values
+	if unacked {
+		q = url.Values{"unacked": {"true"}}
+	}
+	var out EscalationList
+	err := c.do(ctx, "GET", "/api/v1/escalations", q, nil, &out)
+	return out, err
+}
+
+// AckEscalation acknowledges an escalation (admin).
+func (c *Client) AckEscalation(ctx context.Context, id string) (api.EscalationView, error) {
+	var out api.EscalationView
+	err := c.do(ctx, "POST", "/api/v1/escalations/"+esc(id)+"/ack", nil, nil, &out)
+	return out, err
+}
+
+// ApprovalList is the answer of GET /api/v1/approvals.
+type ApprovalList struct {
+	Approvals []api.ApprovalView `json:"approvals"`
+	Total     int                `json:"total"`
+}
+
+// Approvals lists approval requests, newest first; status "" lists every
+// state (admin).
+func (c *Client) Approvals(ctx context.Context, status string) (ApprovalList, error) {
+	var q url.Values
+	if status != "" {
+		q = url.Values{"status": {status}}
+	}
+	var out ApprovalList
+	err := c.do(ctx, "GET", "/api/v1/approvals", q, nil, &out)
+	return out, err
+}
+
+// DecideApproval approves (approve true) or denies a pending approval
+// request, with an optional reason (admin).
+func (c *Client) DecideApproval(ctx context.Context, id string, approve bool, reason string) (api.ApprovalView, error) {
+	verb := "deny"
+	if approve {
+		verb = "approve"
+	}
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	var out api.ApprovalView
+	err := c.do(ctx, "POST", "/api/v1/approvals/"+esc(id)+"/"+verb, nil, body, &out)
+	return out, err
+}

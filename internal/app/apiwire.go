@@ -37,6 +37,7 @@ func (a *App) apiHandler() http.Handler {
 		Operation:     a.operation,
 		ToolStatus:    a.manifests.status,
 		Pins:          apiPins{a},
+		Escalations:   a.esc,
 	})
 }
 

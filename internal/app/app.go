@@ -21,6 +21,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/escalation"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
@@ -67,6 +68,7 @@ type App struct {
 	disc    *discovery
 	cluster *cluster
 	browser *httpguard.Guard // Host, Origin and body checks of every route
+	esc     *escalation.Service
 	// manifests are the tool manifests registered through the API.
 	manifests manifests
 	cancel    context.CancelFunc
@@ -156,6 +158,16 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	}
 	a.reg.onChange = a.policyChanged
 	a.reg.pins = newPinGate(a)
+	if a.esc, err = a.newEscalation(s, o.Getenv); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	// A high-risk call without a token files an approval request only when
+	// the config asks for it; otherwise it is refused as before.
+	var approver invoke.Approver
+	if cfg.Authz.Approval == config.ApprovalRequest {
+		approver = a.esc
+	}
 	a.pipe = invoke.New(a.cat, a.ups, &invoke.Options{
 		Timeout:     time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
 		Retry:       retryPolicy(s),
@@ -175,6 +187,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		DurableAudit: durable,
 		ServerAccess: a.sec.engine.ServerAllowed,
 		OnCall:       a.onCall,
+		Escalator:    a.esc,
+		Approver:     approver,
 	})
 	if a.disc, err = newDiscovery(a, cfg, o.Getenv); err != nil {
 		a.Close(ctx)
@@ -360,6 +374,11 @@ func (a *App) Close(ctx context.Context) {
 		}
 	}
 	a.cluster.close()
+	// After the upstreams, whose last failures it may still record;
+	// undelivered escalations stay stored for the next start.
+	if a.esc != nil {
+		a.esc.Close()
+	}
 	// After the upstreams: calls finishing during their shutdown are still
 	// audited.
 	a.sec.close(ctx)

@@ -38,6 +38,10 @@ func (a *App) Reload(ctx context.Context) error {
 	if !reflect.DeepEqual(next.Search, a.cfg.Search) || !reflect.DeepEqual(next.Skills, a.cfg.Skills) || !reflect.DeepEqual(next.Front, a.cfg.Front) {
 		a.logger.Warn("config reload: the search, skills or front section changed; it takes effect at the next start", "file", a.cfg.File)
 	}
+	if next.Authz.Approval != a.cfg.Authz.Approval {
+		// The pipeline's approver is chosen when it is built.
+		a.logger.Warn("config reload: authz.approval changed; it takes effect at the next start", "file", a.cfg.File)
+	}
 	if !reflect.DeepEqual(next.Settings, a.cfg.Settings) {
 		a.logger.Warn("config reload: changed settings take effect at the next start", "file", a.cfg.File)
 	}
@@ -52,6 +56,7 @@ func (a *App) Reload(ctx context.Context) error {
 	applied := *next
 	applied.File, applied.Settings, applied.Auth = a.cfg.File, a.cfg.Settings, a.cfg.Auth
 	applied.Search, applied.Skills, applied.Front = a.cfg.Search, a.cfg.Skills, a.cfg.Front
+	applied.Authz.Approval = a.cfg.Authz.Approval
 	a.cfg = &applied
 	a.policyChanged()
 	s := a.cfg.Settings

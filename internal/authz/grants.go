@@ -31,7 +31,11 @@ type TokenRequest struct {
 	// TTL zero means Policy.TokenTTL.
 	TTL           time.Duration
 	BindArguments json.RawMessage
-	SingleUse     bool
+	// ArgsDigest, if set (and BindArguments is not), binds the token to the
+	// argument object of this digest (ArgsDigest), for issuers that kept
+	// only the digest, such as an approval request.
+	ArgsDigest string
+	SingleUse  bool
 	// GrantID, if set, ties the token to a grant: revoking the grant revokes
 	// the token, and the token never outlives it.
 	GrantID string
@@ -199,7 +203,7 @@ func (e *Engine) IssueToken(ctx context.Context, r TokenRequest) (IssuedToken, e
 	if r.TTL < 0 {
 		problems = append(problems, "ttl is negative")
 	}
-	var digest string
+	digest := r.ArgsDigest
 	if len(r.BindArguments) > 0 {
 		d, err := ArgsDigest(r.BindArguments)
 		if err != nil {

@@ -136,6 +136,7 @@ var volatile = map[string]bool{
 	"routing_time_ms": true, "execution_time_ms": true, "last_failure_time": true, "opened_at": true,
 	"next_attempt_at": true, "params_hash": true, "policy_revision": true, "replica": true,
 	"server_id": true, "result_summary": true, "in_flight": true, "pinned_at": true, "changed_at": true,
+	"approval_id": true, "acked_at": true, "requested_at": true, "decided_at": true, "used_at": true, "delivered_at": true,
 }
 
 func scrub(v any) any {

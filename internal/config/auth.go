@@ -40,7 +40,7 @@ var (
 	authFields  = []string{"mode", "jwt"}
 	jwtFields   = []string{"secret", "jwks_url", "issuer", "audience", "leeway_seconds", "claims"}
 	claimFields = []string{"agent_id", "roles", "workspace", "allow_servers", "deny_servers", "admin"}
-	authzFields = []string{"role_restrictions", "high_risk_tools", "admin_needs_token"}
+	authzFields = []string{"role_restrictions", "high_risk_tools", "admin_needs_token", "approval"}
 	roleFields  = []string{"allowed_tools"}
 )
 
@@ -183,7 +183,19 @@ type Authz struct {
 	// AdminNeedsToken makes admins present approval tokens for high-risk
 	// tools too (yaml admin_needs_token, default false).
 	AdminNeedsToken bool
+	// Approval is what a high-risk call without a token gets:
+	// [ApprovalToken] ("token", the default) refuses it; [ApprovalRequest]
+	// ("request") also files an approval request an admin approves or
+	// denies, after which the caller's retry with the same arguments passes
+	// once. yaml approval.
+	Approval string
 }
+
+// Values of [Authz.Approval].
+const (
+	ApprovalToken   = "token"
+	ApprovalRequest = "request"
+)
 
 // HighRiskToolsOrDefault returns HighRiskTools, or [DefaultHighRiskTools]
 // when the file does not set them, so callers apply the default in one place.
@@ -326,6 +338,15 @@ func (d *decoder) decodeAuthz(n ast.Node, st *sections) Authz {
 			a.HighRiskTools = d.decodeHighRisk(e.value, f, st)
 		case "admin_needs_token":
 			a.AdminNeedsToken, _, _ = d.boolean(e.value, f)
+		case "approval":
+			v, set, ok := d.str(e.value, f)
+			if ok && set {
+				if msg := oneOf(v, ApprovalToken, ApprovalRequest); msg != "" {
+					d.errorf(posOf(e.value), f, "%s", msg)
+				} else {
+					a.Approval = v
+				}
+			}
 		default:
 			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, authzFields))
 			continue

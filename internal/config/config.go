@@ -573,6 +573,22 @@ type Settings struct {
 	// because the guard can only check the target as far as the gateway
 	// can resolve it when a proxy makes the connection.
 	OutboundProxyFromEnv bool
+
+	// Escalation (docs/escalation.md): calls that failed after their
+	// retries and fallbacks, and high-risk calls waiting for an approval,
+	// are stored and POSTed to EscalationWebhookURL.
+	EscalationWebhookURL string // escalation_webhook_url  none: where escalations are POSTed (passes the SSRF guard)
+	// EscalationWebhookHeaders are "Header-Name=ENV_VAR" entries: each
+	// header is sent with the value of the environment variable, read at
+	// start and never logged (yaml escalation_webhook_headers).
+	EscalationWebhookHeaders []string
+	// EscalationEvents are the events escalated (recorded and POSTed):
+	// call_failed, approval_requested. Default both; [] escalates nothing.
+	EscalationEvents []string
+	// ApprovalTTL is how long an approval request waits for a decision, and
+	// how long a decision holds: an approval for the caller's retry, a
+	// denial against the same call. yaml approval_ttl_seconds, default 3600.
+	ApprovalTTL time.Duration
 }
 
 // EffectiveRateLimitBurst returns the bucket size in effect: RateLimitBurst,
@@ -691,5 +707,7 @@ func DefaultSettings() Settings {
 		AuditQueueSize:        10000,
 		AuditDurability:       AuditDurable,
 		AuditRedactPattern:    DefaultAuditRedactPattern,
+		EscalationEvents:      EscalationEvents(),
+		ApprovalTTL:           3600 * time.Second,
 	}
 }

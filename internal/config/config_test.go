@@ -552,6 +552,25 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "escalation settings",
+			yaml: "settings:\n  escalation_webhook_url: ftp://hooks.example\n  escalation_webhook_headers: [\"Authorization\", \"X-Key=1BAD\", \"X-Ok=HOOK_KEY\"]\n" +
+				"  escalation_events: [call_failed, paged]\n  approval_ttl_seconds: 0\nauthz:\n  approval: ask\n",
+			want: []wantErr{
+				{Line: 2, Field: "settings.escalation_webhook_url", Msg: "must be an http:// or https:// URL"},
+				// One error for the setting, naming every bad entry.
+				{Line: 3, Field: "settings.escalation_webhook_headers", Msg: `entry 1 ("Authorization") must be Header-Name=ENV_VAR: ` +
+					`the header's value is read from the environment variable; entry 2 ("X-Key=1BAD") must be Header-Name=ENV_VAR`},
+				{Line: 4, Field: "settings.escalation_events", Msg: `invalid value "paged": must be one of "call_failed" or "approval_requested"`},
+				{Line: 5, Field: "settings.approval_ttl_seconds", Msg: "must be a number of seconds greater than 0"},
+				{Line: 7, Field: "authz.approval", Msg: `invalid value "ask": must be one of "token" or "request"`},
+			},
+		},
+		{
+			name: "escalation webhook with credentials",
+			yaml: "settings:\n  escalation_webhook_url: https://user:pw@hooks.example/x\n",
+			want: []wantErr{{Line: 2, Field: "settings.escalation_webhook_url", Msg: "must not carry credentials"}},
+		},
+		{
 			name: "outbound_allow not a list of strings",
 			yaml: "settings:\n  outbound_allow: 10.0.0.0/8\n",
 			want: []wantErr{{Line: 2, Field: "settings.outbound_allow", Msg: "must be a list, got a string"}},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -226,6 +227,72 @@ var settingDefs = []settingDef{
 	}},
 	{"outbound_proxy_from_env", "SWITCHBOARD_OUTBOUND_PROXY_FROM_ENV", func(s *Settings) any { return &s.OutboundProxyFromEnv }, nil},
 	{"require_tls_upstreams", "SWITCHBOARD_REQUIRE_TLS_UPSTREAMS", func(s *Settings) any { return &s.RequireTLSUpstreams }, nil},
+	{"escalation_webhook_url", "SWITCHBOARD_ESCALATION_WEBHOOK_URL", func(s *Settings) any { return &s.EscalationWebhookURL }, func(s *Settings) string {
+		return checkWebhookURL(s.EscalationWebhookURL)
+	}},
+	{"escalation_webhook_headers", "SWITCHBOARD_ESCALATION_WEBHOOK_HEADERS", func(s *Settings) any { return &s.EscalationWebhookHeaders }, func(s *Settings) string {
+		var bad []string
+		for i, h := range s.EscalationWebhookHeaders {
+			name, env, ok := strings.Cut(h, "=")
+			if !ok || !headerName.MatchString(name) || !envName.MatchString(env) {
+				bad = append(bad, fmt.Sprintf("entry %d (%q) must be Header-Name=ENV_VAR: the header's value is read from the environment variable", i+1, h))
+			}
+		}
+		return strings.Join(bad, "; ")
+	}},
+	{"escalation_events", "SWITCHBOARD_ESCALATION_EVENTS", func(s *Settings) any { return &s.EscalationEvents }, func(s *Settings) string {
+		var bad []string
+		for _, e := range s.EscalationEvents {
+			if msg := oneOf(e, EscalationEvents()...); msg != "" {
+				bad = append(bad, msg)
+			}
+		}
+		return strings.Join(bad, "; ")
+	}},
+	{"approval_ttl_seconds", "SWITCHBOARD_APPROVAL_TTL_SECONDS", func(s *Settings) any { return &s.ApprovalTTL }, func(s *Settings) string {
+		if s.ApprovalTTL < time.Second {
+			return "must be at least 1 second"
+		}
+		return ""
+	}},
+}
+
+// Escalation events (settings.escalation_events).
+const (
+	// EventCallFailed: a call failed after its retries and fallbacks.
+	EventCallFailed = "call_failed"
+	// EventApprovalRequested: a high-risk call waits for a human approval.
+	EventApprovalRequested = "approval_requested"
+)
+
+// EscalationEvents returns every escalation event, the default of
+// settings.escalation_events.
+func EscalationEvents() []string { return []string{EventCallFailed, EventApprovalRequested} }
+
+var (
+	headerName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`)
+	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// checkWebhookURL accepts "" (no webhook) or an absolute http(s) URL
+// without credentials (they would be logged with the URL; use
+// escalation_webhook_headers).
+func checkWebhookURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "not a URL: " + err.Error()
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an http:// or https:// URL"
+	case u.Host == "":
+		return "must name a host"
+	case u.User != nil:
+		return "must not carry credentials: send them in a header (escalation_webhook_headers)"
+	}
+	return ""
 }
 
 // SettingEnvVars returns the environment variable of each setting, keyed by YAML

@@ -654,6 +654,9 @@ func (f *Front) forwardCall(ctx context.Context, req *mcp.CallToolRequest, up st
 	if ie.Status != "" {
 		detail["status"] = ie.Status
 	}
+	if ie.ApprovalID != "" {
+		detail["approval_id"] = ie.ApprovalID
+	}
 	return &mcp.CallToolResult{
 		IsError: true,
 		Content: []mcp.Content{&mcp.TextContent{Text: ie.Message}},
@@ -879,7 +882,7 @@ func RPCCode(code invoke.Code) int64 {
 	switch code {
 	case invoke.CodeToolNotFound, invoke.CodeInvalidArgument:
 		return jsonrpc.CodeInvalidParams
-	case invoke.CodeDenied, invoke.CodeUnauthenticated:
+	case invoke.CodeDenied, invoke.CodeUnauthenticated, invoke.CodeApprovalRequired:
 		return RPCDenied
 	default:
 		return RPCGatewayError

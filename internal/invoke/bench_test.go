@@ -81,7 +81,7 @@ func BenchmarkFinish(b *testing.B) {
 			res := &Result{CallToolResult: c.res, Tool: tool}
 			b.ReportAllocs()
 			for b.Loop() {
-				p.finish(call, tool, st, res, nil, time.Millisecond)
+				p.finish(context.Background(), call, tool, st, res, nil, time.Millisecond)
 			}
 		})
 		for _, durable := range []bool{false, true} {
@@ -98,7 +98,7 @@ func BenchmarkFinish(b *testing.B) {
 				res := &Result{CallToolResult: c.res, Tool: tool}
 				b.ReportAllocs()
 				for b.Loop() {
-					p.finish(call, tool, st, res, nil, time.Millisecond)
+					p.finish(context.Background(), call, tool, st, res, nil, time.Millisecond)
 				}
 				b.StopTimer()
 				if err := rec.Flush(context.Background()); err != nil {

@@ -48,6 +48,11 @@ const (
 	// The call ran; its answer was dropped unread. Not retried, not held
 	// against the server's health or the tool's breaker (502).
 	CodeResultTooLarge Code = "result_too_large"
+	// CodeApprovalRequired: the tool is high-risk, the call carried no
+	// approval token, and an approval request was filed (authz.approval:
+	// request); Error.ApprovalID names it. The caller retries with the same
+	// arguments once an admin approved it (403).
+	CodeApprovalRequired Code = "approval_required"
 )
 
 // Error is a failed call, classified. It wraps the underlying cause so that
@@ -63,7 +68,10 @@ type Error struct {
 	RetryAfter time.Duration
 	// Attempts is how many times the upstream was tried before the error.
 	Attempts int
-	Err      error
+	// ApprovalID names the approval request a high-risk call is waiting
+	// for (CodeApprovalRequired) or was denied by.
+	ApprovalID string
+	Err        error
 
 	// exhausted marks a transient failure that retries could not fix, which
 	// fallbacks may then cover.

@@ -69,6 +69,13 @@ type Options struct {
 	// calls fail with CodeToolDisabled and the reason.
 	ToolState func(t catalog.Tool) (enabled bool, reason string)
 
+	// Escalator, if set, is told of calls that failed after their retries
+	// and fallbacks (docs/escalation.md).
+	Escalator Escalator
+	// Approver, if set, turns a high-risk call without a token into an
+	// approval request instead of a plain denial (authz.approval: request).
+	Approver Approver
+
 	// OnCall, if set, is told of every tools/call the pipeline handled
 	// (metrics, events). It runs on the caller's goroutine: keep it cheap.
 	OnCall func(Outcome)
@@ -121,6 +128,9 @@ type Pipeline struct {
 	access   func(authz.Identity, string) bool
 	durable  bool
 	onCall   func(Outcome)
+
+	escalator Escalator
+	approver  Approver
 }
 
 // New returns a Pipeline resolving names in cat and routing to up.
@@ -137,7 +147,8 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	}
 	p := &Pipeline{cat: cat, up: up, logger: o.Logger,
 		authz: o.Authorizer, recorder: o.Recorder, redactor: o.Redactor, limiter: o.Limiter,
-		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, access: o.ServerAccess, durable: o.DurableAudit, onCall: o.OnCall}
+		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, access: o.ServerAccess, durable: o.DurableAudit, onCall: o.OnCall,
+		escalator: o.Escalator, approver: o.Approver}
 	p.tuning.Store(newTuning(Tuning{Timeout: o.Timeout, Retry: o.Retry, Fallbacks: o.Fallbacks}))
 	return p
 }

@@ -71,6 +71,57 @@ type Idempotency interface {
 	Peek(key, fingerprint string) (*Result, bool, error)
 }
 
+// Escalator is told of calls that failed for good (after their retries
+// and fallbacks), so that a human operator hears of them. Escalate must
+// return promptly; delivery is its own business. *escalation.Service
+// implements it.
+type Escalator interface {
+	Escalate(ctx context.Context, f Failure)
+}
+
+// Failure is a call that failed after its retries and fallbacks.
+type Failure struct {
+	CorrelationID string
+	AgentID       string
+	Server        string
+	Tool          string // namespaced
+	Code          Code
+	Error         string
+	Attempts      int
+}
+
+// Approver files approval requests for high-risk calls made without a
+// token, and answers the caller's retry. *escalation.Service implements it.
+type Approver interface {
+	// AskApproval returns the state of the approval of this call (caller,
+	// tool, arguments), filing a pending one when there is none. An
+	// approved answer carries the single-use token the call is then
+	// authorized with; it is handed out once.
+	AskApproval(ctx context.Context, q ApprovalAsk) (ApprovalAnswer, error)
+}
+
+// ApprovalAsk is a high-risk call that needs a human approval.
+type ApprovalAsk struct {
+	Identity      authz.Identity
+	Server        string
+	Tool          string // the server's own name
+	Name          string // namespaced
+	Arguments     json.RawMessage
+	CorrelationID string
+}
+
+// ApprovalAnswer is the state of an approval request.
+type ApprovalAnswer struct {
+	ID string
+	// Status is "pending", "approved" or "denied".
+	Status string
+	// Token is the approval token of an approved request.
+	Token string
+	// DecidedBy and Reason explain a denial.
+	DecidedBy string
+	Reason    string
+}
+
 // Outcome is what the pipeline reports of every tools/call it handled, for
 // metrics and events.
 type Outcome struct {
@@ -127,7 +178,7 @@ func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
 	st := &callState{}
 	var tool catalog.Tool
 	res, err := p.callTool(ctx, c, &tool, st)
-	p.finish(c, tool, st, res, err, time.Since(start))
+	p.finish(ctx, c, tool, st, res, err, time.Since(start))
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +247,12 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 		}
 	}
 	if st.decision, err = p.authorize(ctx, c, *tool); err != nil {
-		return nil, err
+		if p.approver == nil || st.decision.Rule != "high-risk:token-missing" {
+			return nil, err
+		}
+		if err := p.approve(ctx, &c, *tool, st); err != nil {
+			return nil, err
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, t.timeout)
@@ -220,6 +276,41 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 		return &r, nil
 	}
 	return res, nil
+}
+
+// approve handles a high-risk call without a token when approvals are
+// requested: it files (or finds) the call's approval request and, once an
+// admin approved it, authorizes the call with the approval's single-use
+// token through the same token checks as any other.
+func (p *Pipeline) approve(ctx context.Context, c *Call, t catalog.Tool, st *callState) error {
+	ans, err := p.approver.AskApproval(ctx, ApprovalAsk{Identity: c.Identity, Server: t.Server, Tool: t.OriginalName, Name: t.Name,
+		Arguments: c.Arguments, CorrelationID: c.CorrelationID})
+	if err != nil {
+		return &Error{Code: CodeUpstream, Server: t.Server, Err: err, Message: "requesting an approval for " + quote(t.Name) + ": " + err.Error()}
+	}
+	switch ans.Status {
+	case "approved":
+		c.ApprovalToken = ans.Token
+		st.decision, err = p.authorize(ctx, *c, t)
+		if err == nil {
+			st.decision.Rule += "+approval:" + ans.ID
+		}
+		return err
+	case "denied":
+		st.decision.Rule = "high-risk:approval-denied:" + ans.ID
+		st.decision.Reason = "approval " + ans.ID + " was denied"
+		msg := fmt.Sprintf("calling %q: approval %s was denied by %s", t.Name, ans.ID, ans.DecidedBy)
+		if ans.Reason != "" {
+			msg += ": " + ans.Reason
+		}
+		return &Error{Code: CodeDenied, Server: t.Server, ApprovalID: ans.ID, Message: msg}
+	default:
+		st.decision.Rule = "high-risk:approval-pending:" + ans.ID
+		st.decision.Reason = "waiting for approval " + ans.ID
+		return &Error{Code: CodeApprovalRequired, Server: t.Server, ApprovalID: ans.ID,
+			Message: fmt.Sprintf("calling %q needs a human approval: approval %s is pending; "+
+				"retry with the same arguments once an admin approved it (switchboard approvals approve %s)", t.Name, ans.ID, ans.ID)}
+	}
 }
 
 func idemConflict(c Call, t catalog.Tool, err error) error {
@@ -432,6 +523,25 @@ func breakerFailure(err error) bool {
 	return true
 }
 
+// escalates reports whether a failed call is one a human should hear of:
+// the upstream side failed (unavailable, timed out, broken, its breaker
+// open, its queue full, its outcome unknown) and retries and fallbacks did
+// not help. The caller's own mistakes, refusals and cancellations are not,
+// nor an upstream's protocol answer to a bad request.
+func escalates(err error) bool {
+	if e, ok := errors.AsType[*Error](err); ok && e.exhausted {
+		return true // transient failures that outlasted the retries
+	}
+	switch CodeOf(err) {
+	case CodeServerUnavailable, CodeTimeout, CodeCircuitOpen, CodeServerBusy, CodeOutcomeUnknown:
+		return true
+	case CodeUpstream:
+		var rpcErr *jsonrpc.Error
+		return !errors.As(err, &rpcErr)
+	}
+	return false
+}
+
 // retrySafe reports whether the tool says running it twice does no harm.
 func retrySafe(t catalog.Tool) bool {
 	if t.Def == nil || t.Def.Annotations == nil {
@@ -446,7 +556,7 @@ func upstreamReason(err error) string {
 }
 
 // finish writes the audit record and reports the outcome.
-func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result, err error, took time.Duration) {
+func (p *Pipeline) finish(ctx context.Context, c Call, tool catalog.Tool, st *callState, res *Result, err error, took time.Duration) {
 	o := Outcome{
 		CorrelationID: c.CorrelationID,
 		AgentID:       c.Identity.AgentID,
@@ -466,7 +576,7 @@ func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result,
 	case err != nil:
 		o.Code = CodeOf(err)
 		o.Status = "error"
-		if o.Code == CodeDenied || o.Code == CodeUnauthenticated {
+		if o.Code == CodeDenied || o.Code == CodeUnauthenticated || o.Code == CodeApprovalRequired {
 			o.Status = "denied"
 		}
 	case res.IsError:
@@ -478,6 +588,10 @@ func (p *Pipeline) finish(c Call, tool catalog.Tool, st *callState, res *Result,
 		o.Attempts = 0
 	}
 	p.onCall(o)
+	if p.escalator != nil && err != nil && escalates(err) {
+		p.escalator.Escalate(context.WithoutCancel(ctx), Failure{CorrelationID: c.CorrelationID, AgentID: c.Identity.AgentID,
+			Server: o.Server, Tool: o.Tool, Code: o.Code, Error: err.Error(), Attempts: o.Attempts})
+	}
 	if p.recorder == nil {
 		return
 	}

@@ -63,6 +63,8 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"ToolPins", testToolPins},
 		{"ToolPinRace", testToolPinRace},
 		{"AccessOverrides", testAccessOverrides},
+		{"Escalations", testEscalations},
+		{"Approvals", testApprovals},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

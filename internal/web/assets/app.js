@@ -93,6 +93,7 @@ const routes = [
   [/^\/tools\/(.+)$/, (m, seq) => toolPage(decodeURIComponent(m[1]), seq), 'tools'],
   [/^\/tools$/, (m, seq) => toolsPage(m, seq), 'tools'],
   [/^\/breakers$/, adminOnly('Circuit breakers', breakersPage), 'breakers'],
+  [/^\/escalations$/, adminOnly('Escalations', escalationsPage), 'escalations'],
   [/^\/audit$/, adminOnly('Audit log', auditPage), 'audit'],
   [/^\/policies$/, adminOnly('Policies', policiesPage), 'policies'],
 ];
@@ -765,6 +766,97 @@ async function breakersPage(_m, seq) {
   await load();
   const later = debounce(300, load);
   onEvent((type) => { if (type.startsWith('circuit.')) later(); });
+  every(15000, () => { if (!state.live) load(); });
+}
+
+// ---- escalations and approval requests ------------------------------------
+
+/**
+ * escalationsPage shows the approval requests waiting for a decision (with
+ * approve and deny buttons) and what was escalated to the operators'
+ * webhook: calls that failed after their retries and fallbacks, and
+ * approval requests, with their delivery state and an acknowledge button.
+ */
+async function escalationsPage(_m, seq) {
+  const status = el('div', { role: 'status' });
+  const approvalsBox = el('div');
+  const escBox = el('div');
+  const unacked = el('input', { type: 'checkbox', checked: true });
+  const act = async (what, req, done) => {
+    try {
+      await req();
+      put(status, message(done, 'ok'));
+      announce(done);
+      await load();
+    } catch (err) {
+      noteForbidden(err);
+      put(status, message(`${what} failed: ${describe(err)}`));
+    }
+  };
+  const decide = (a, verb) => {
+    const b = el('button', { type: 'button', class: verb === 'deny' ? 'secondary' : null, 'aria-label': `${verb} ${a.id}` },
+      verb === 'approve' ? 'Approve' : 'Deny');
+    b.addEventListener('click', () => {
+      b.disabled = true;
+      act(`${verb === 'approve' ? 'Approving' : 'Denying'} ${a.id}`, () => api('POST', `/api/v1/approvals/${enc(a.id)}/${verb}`),
+        `${verb === 'approve' ? 'Approved' : 'Denied'} ${a.id}: ${a.name} for ${a.agent_id}.`);
+    });
+    return b;
+  };
+  const ack = (x) => {
+    const b = el('button', { type: 'button', class: 'secondary', 'aria-label': `acknowledge ${x.id}` }, 'Acknowledge');
+    b.addEventListener('click', () => {
+      b.disabled = true;
+      act(`Acknowledging ${x.id}`, () => api('POST', `/api/v1/escalations/${enc(x.id)}/ack`), `Acknowledged ${x.id}.`);
+    });
+    return b;
+  };
+  const load = async () => {
+    try {
+      const [ap, es] = await Promise.all([
+        api('GET', '/api/v1/approvals?status=pending'),
+        api('GET', '/api/v1/escalations' + (unacked.checked ? '?unacked=true' : '')),
+      ]);
+      if (!current(seq)) return;
+      const approvals = ap.approvals || [];
+      put(approvalsBox, approvals.length === 0 ? el('p', { class: 'muted' }, 'No approval requests are waiting.')
+        : table(['Request', 'Tool', 'Agent', 'Arguments', 'Requested', 'Expires', ''],
+          approvals.map((a) => el('tr', { 'data-approval': a.id },
+            el('th', { scope: 'row', class: 'mono' }, a.id),
+            el('td', { class: 'mono' }, a.name),
+            el('td', {}, a.agent_id),
+            el('td', { class: 'mono', title: a.args_digest }, a.args_digest.slice(0, 12)),
+            el('td', {}, fmtTime(a.requested_at)),
+            el('td', {}, fmtTime(a.expires_at)),
+            el('td', {}, el('div', { class: 'actions' }, decide(a, 'approve'), decide(a, 'deny'))))), 'Pending approval requests'));
+      const list = es.escalations || [];
+      put(escBox, list.length === 0 ? el('p', { class: 'muted' }, unacked.checked ? 'Nothing to acknowledge.' : 'Nothing was escalated.')
+        : table(['Escalation', 'Event', 'Tool', 'Agent', 'Error', { label: 'Attempts', num: true }, 'Created', 'Delivered', ''],
+          list.map((x) => el('tr', { 'data-escalation': x.id },
+            el('th', { scope: 'row', class: 'mono' }, x.id),
+            el('td', {}, x.event),
+            el('td', { class: 'mono' }, x.tool || '–'),
+            el('td', {}, x.agent_id || '–'),
+            el('td', { title: x.error || '' }, x.approval_id ? `approval ${x.approval_id}` : clip(x.error || x.error_code || '–', 80)),
+            el('td', { class: 'num' }, String(x.attempts)),
+            el('td', {}, fmtTime(x.created_at)),
+            el('td', { title: x.delivery_error || '' }, x.delivered_at ? fmtTime(x.delivered_at)
+              : x.delivery_attempts > 0 ? `retrying (${x.delivery_attempts} tries)` : 'not yet'),
+            el('td', {}, x.acked_at ? `acknowledged by ${x.acked_by}` : ack(x)))), 'Escalations'));
+    } catch (err) {
+      noteForbidden(err);
+      put(escBox, message(describe(err)));
+    }
+  };
+  unacked.addEventListener('change', load);
+  page('Escalations', status,
+    el('section', { 'aria-labelledby': 'h-approvals' }, el('h2', { id: 'h-approvals' }, 'Approval requests'), approvalsBox),
+    el('section', { 'aria-labelledby': 'h-escalations' }, el('h2', { id: 'h-escalations' }, 'Escalated to the operators'),
+      el('p', {}, el('label', {}, unacked, ' Only those not acknowledged')), escBox),
+    el('div', { class: 'actions' }, el('button', { type: 'button', class: 'secondary', onclick: load }, 'Refresh')));
+  await load();
+  const later = debounce(300, load);
+  onEvent((type) => { if (type.startsWith('escalation.') || type.startsWith('approval.')) later(); });
   every(15000, () => { if (!state.live) load(); });
 }
 

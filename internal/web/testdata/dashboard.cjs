@@ -156,6 +156,30 @@ async function main() {
     await page.locator('#main table').getByText('server.disconnect').first().waitFor();
     await page.screenshot({ path: path.join(artifacts, 'audit.png') });
 
+    step('a call that failed for good is escalated, shown live and acknowledged');
+    await page.getByRole('link', { name: 'Escalations' }).click();
+    await page.getByRole('heading', { name: 'Escalations', level: 1 }).waitFor();
+    await page.getByRole('heading', { name: 'Approval requests' }).waitFor();
+    await page.getByText('No approval requests are waiting.').waitFor();
+    await rest('POST', '/api/v1/aggregator/servers/demo/disconnect');
+    const failed = await fetch(origin + '/api/v1/mcp/invoke', {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + adminKey, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ server_id: 'demo', tool_name: 'echo', params: { text: 'nobody home' } }),
+    });
+    check(failed.status === 503, `a call to the disconnected server answers 503, not ${failed.status}`);
+    await rest('POST', '/api/v1/aggregator/servers/demo/connect?wait=true');
+    const escRow = page.locator('[data-escalation]', { hasText: 'demo.echo' }).first();
+    await escRow.waitFor();
+    check((await escRow.innerText()).includes('call_failed'), 'the row names the event');
+    await page.screenshot({ path: path.join(artifacts, 'escalations.png') });
+    const id = await escRow.getAttribute('data-escalation');
+    await escRow.getByRole('button', { name: `acknowledge ${id}` }).click();
+    await page.getByText(`Acknowledged ${id}.`).waitFor();
+    await page.locator(`[data-escalation="${id}"]`).waitFor({ state: 'detached' });
+    const listed = await rest('GET', '/api/v1/escalations?unacked=true');
+    check(!listed.escalations.some((x) => x.id === id), 'the acknowledged escalation left the unacked list');
+
     step('circuit breakers and policies render');
     await page.getByRole('link', { name: 'Circuit breakers' }).click();
     await page.getByRole('heading', { name: 'Circuit breakers' }).waitFor();
