@@ -65,7 +65,7 @@ type IntrospectionConfig struct {
 	URL          string
 	ClientID     string        // sent with ClientSecret as HTTP Basic credentials
 	ClientSecret string        // the value, not an env name
-	CacheTTL     time.Duration // 0 = 30s; never beyond the token's exp
+	CacheTTL     time.Duration // 0 = 30s, negative disables; never beyond the token's exp
 	HTTPClient   *http.Client  // nil = Token.HTTPClient
 }
 
@@ -116,9 +116,6 @@ func validateOAuth(oc *OAuthConfig) error {
 		u, err := url.Parse(in.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("identity config: OAuth.Introspection.URL %q is not an http(s) URL", in.URL)
-		}
-		if in.CacheTTL < 0 {
-			return fmt.Errorf("identity config: OAuth.Introspection.CacheTTL %v is negative", in.CacheTTL)
 		}
 		if in.CacheTTL == 0 {
 			in.CacheTTL = DefaultIntrospectionCache
@@ -327,6 +324,9 @@ func (in *introspector) introspect(ctx context.Context, token string) (jwt.MapCl
 		// Not cached: an unknown token is usually a guess, and caching those
 		// would let garbage evict good entries.
 		return nil, authErr(CodeInvalid, "token is not active")
+	}
+	if in.cfg.CacheTTL < 0 {
+		return claims, nil
 	}
 	until := now.Add(in.cfg.CacheTTL)
 	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil && exp.Before(until) {
