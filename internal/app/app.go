@@ -24,6 +24,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/escalation"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/httpguard"
+	"github.com/switchboard-mcp/switchboard/internal/identity"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
@@ -311,7 +312,19 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("GET /healthz", apiHandler)
 	mux.Handle("GET /readyz", apiHandler)
 	mux.Handle("/", authn(apiHandler))
-	return a.browser.Handler(mux)
+	guarded := a.browser.Handler(mux)
+	md := a.sec.authn.MetadataHandler()
+	if md == nil {
+		return guarded
+	}
+	// The protected resource metadata (RFC 9728) is public and fetched by
+	// browser-based clients from their own origin: it stays outside the
+	// browser guard, which refuses foreign origins.
+	outer := http.NewServeMux()
+	outer.Handle(identity.MetadataPath, md)
+	outer.Handle(identity.MetadataPath+"/", md)
+	outer.Handle("/", guarded)
+	return outer
 }
 
 // Catalog exposes the catalog (tests, benchmarks).

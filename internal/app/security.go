@@ -87,6 +87,32 @@ func authMode(cfg *config.Config, listen string, getenv func(string) string) (id
 			AllowClaim: j.Claims.AllowServers, DenyClaim: j.Claims.DenyServers, AdminClaim: j.Claims.Admin,
 		}
 	}
+	if o := cfg.Auth.OAuth; o != nil {
+		if o.Resource == "" && listen != "" && !loopbackListen(listen) {
+			// Behind a proxy or on a public name, the Host header is whatever
+			// the client (or the proxy) says: audiences must come from config.
+			return ic, "", config.Errors{{File: cfg.File, Line: cfg.Auth.Pos.Line, Column: cfg.Auth.Pos.Column, Field: "auth.oauth.resource",
+				Msg: fmt.Sprintf("is required when listening on %s: set it to the gateway's URL as clients reach it (e.g. https://gateway.example.com); "+
+					"tokens must be issued for it", listen)}}
+		}
+		oc := &identity.OAuthConfig{
+			Resource: o.Resource, Scopes: o.Scopes, ScopeRoles: o.ScopeRoles,
+			Token: identity.JWTConfig{Issuer: o.Issuer, JWKSURL: o.JWKSURL, Leeway: o.Leeway,
+				AgentClaim: o.Claims.AgentID, RolesClaim: o.Claims.Roles, WorkspaceClaim: o.Claims.Workspace,
+				AllowClaim: o.Claims.AllowServers, DenyClaim: o.Claims.DenyServers, AdminClaim: o.Claims.Admin},
+		}
+		if in := o.Introspection; in != nil {
+			secret, err := in.ExpandSecret(getenv)
+			if err != nil {
+				return ic, "", err // names the field and the variable
+			}
+			oc.Introspection = &identity.IntrospectionConfig{URL: in.URL, ClientID: in.ClientID, ClientSecret: secret, CacheTTL: in.Cache}
+			if in.Cache == 0 {
+				oc.Introspection.CacheTTL = -1 // the setting's 0 means no cache
+			}
+		}
+		ic.OAuth = oc
+	}
 	return ic, "", nil
 }
 
@@ -172,6 +198,21 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 			return nil, err
 		}
 		ic.JWT.HTTPClient = a.guard.Client(identity.DefaultJWKSTimeout)
+	}
+	if oc := ic.OAuth; oc != nil {
+		// Outbound like any configured URL: through the SSRF guard.
+		if err := checkConfiguredURL(a.guard, "auth.oauth.jwks_url", oc.Token.JWKSURL); err != nil {
+			return nil, err
+		}
+		oc.Token.HTTPClient = a.guard.Client(identity.DefaultJWKSTimeout)
+		if in := oc.Introspection; in != nil {
+			if err := checkConfiguredURL(a.guard, "auth.oauth.introspection.url", in.URL); err != nil {
+				return nil, err
+			}
+			in.HTTPClient = oc.Token.HTTPClient
+		}
+		a.logger.Info("OAuth resource server", "issuer", oc.Token.Issuer, "resource", oc.Resource,
+			"jwks", oc.Token.JWKSURL != "", "introspection", oc.Introspection != nil)
 	}
 	if sec.authn, err = identity.New(ic, keyStore{a.db}, &identity.Options{Logger: a.logger}); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
@@ -282,13 +323,12 @@ func (a *App) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if err != nil {
-			var ie *identity.Error
-			code, msg := "unauthenticated", err.Error()
-			if errors.As(err, &ie) {
-				code, msg = ie.Code, ie.Reason
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="switchboard"`)
-			writeJSONError(w, http.StatusUnauthorized, code, msg)
+			ie := &identity.Error{Code: "unauthenticated", Reason: err.Error()}
+			errors.As(err, &ie)
+			// In oauth mode the challenge points MCP clients at the
+			// resource's metadata, from which they start authorization.
+			w.Header().Set("WWW-Authenticate", a.sec.authn.Challenge(r, ie))
+			writeJSONError(w, identity.Status(ie), ie.Code, ie.Reason)
 			return
 		}
 		r = r.WithContext(authz.WithIdentity(r.Context(), id))

@@ -36,8 +36,8 @@ const (
 const maxLeewaySeconds = 3600
 
 var (
-	authModes   = []string{AuthKeys, AuthJWT, AuthLocal}
-	authFields  = []string{"mode", "jwt"}
+	authModes   = []string{AuthKeys, AuthJWT, AuthOAuth, AuthLocal}
+	authFields  = []string{"mode", "jwt", "oauth"}
 	jwtFields   = []string{"secret", "jwks_url", "issuer", "audience", "leeway_seconds", "claims"}
 	claimFields = []string{"agent_id", "roles", "workspace", "allow_servers", "deny_servers", "admin"}
 	authzFields = []string{"role_restrictions", "high_risk_tools", "admin_needs_token", "approval"}
@@ -53,12 +53,15 @@ var (
 // file has none). When it switches the mode away from jwt, the file's jwt
 // section is dropped rather than reported, since the override is the point.
 type Auth struct {
-	// Mode is "keys" (the default when the section exists), "jwt" or
-	// "local".
+	// Mode is "keys" (the default when the section exists), "jwt",
+	// "oauth" or "local".
 	Mode string
 	// JWT is set exactly when Mode is "jwt": a jwt section under another
 	// mode is an error ("only used with mode: jwt").
 	JWT *JWT
+	// OAuth is set exactly when Mode is "oauth" (yaml oauth:); under
+	// another mode it is an error.
+	OAuth *OAuth
 	// Pos is the position of the auth: key; zero when the section came
 	// from SWITCHBOARD_AUTH_MODE.
 	Pos Pos
@@ -235,6 +238,8 @@ func (d *decoder) decodeAuth(n ast.Node, keyPos Pos, st *sections) *Auth {
 			a.Mode, _, ok = d.str(e.value, f)
 		case "jwt":
 			a.JWT = d.decodeJWT(e.value, f, st)
+		case "oauth":
+			a.OAuth = d.decodeOAuth(e.value, f, st)
 		default:
 			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, authFields))
 			continue
@@ -564,7 +569,23 @@ func validateAuth(c *checker, cfg *Config, st *sections, src authSources, getenv
 		return place{field: field}
 	}
 
+	if a.OAuth != nil && a.Mode != AuthOAuth {
+		if !src.modeEnv {
+			c.add(place{field: "auth.oauth"}, "only used with mode: oauth (the mode is %q)", a.Mode)
+		}
+		a.OAuth = nil // an env override of the mode drops the file's oauth section
+	}
 	switch a.Mode {
+	case AuthOAuth:
+		if a.JWT != nil && !src.jwtCreated {
+			c.add(place{field: "auth.jwt"}, "only used with mode: jwt (mode oauth takes its issuer and keys from auth.oauth)")
+		}
+		if src.jwtEnv != "" {
+			c.add(place{env: src.jwtEnv}, "only used with auth mode jwt (the mode is %q)", a.Mode)
+		}
+		a.JWT = nil
+		validateOAuth(c, a, st, modeAt, getenv)
+		return
 	case AuthKeys, AuthLocal:
 		if a.JWT == nil {
 			return

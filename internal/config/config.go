@@ -33,13 +33,18 @@
 //	  bulkhead_max_concurrent: 32
 //	  rate_limit_per_second: 10
 //	auth:                          # absent = local mode, loopback listeners only
-//	  mode: jwt                    # keys (default) | jwt | local
+//	  mode: jwt                    # keys (default) | jwt | oauth | local
 //	  jwt:
 //	    secret: ${JWT_SECRET}      # HS256; or jwks_url: https://idp.example/jwks.json
 //	    issuer: https://idp.example
 //	    audience: switchboard
 //	    leeway_seconds: 30
 //	    claims: {roles: groups}    # the other claims keep their defaults
+//	  # oauth:                     # mode oauth, an OAuth 2.1 resource server (docs/auth.md)
+//	  #   resource: https://gw.example.com
+//	  #   issuer: https://idp.example
+//	  #   jwks_url: https://idp.example/jwks.json
+//	  #   scopes: [mcp]
 //	authz:
 //	  role_restrictions:
 //	    review:

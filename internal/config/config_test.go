@@ -414,8 +414,8 @@ func TestParseErrors(t *testing.T) {
 		},
 		{
 			name: "unknown auth mode",
-			yaml: "auth:\n  mode: oauth\n",
-			want: []wantErr{{Line: 2, Field: "auth.mode", Msg: `unknown mode "oauth": must be "keys", "jwt" or "local"`}},
+			yaml: "auth:\n  mode: saml\n",
+			want: []wantErr{{Line: 2, Field: "auth.mode", Msg: `unknown mode "saml": must be "keys", "jwt", "oauth" or "local"`}},
 		},
 		{
 			name: "jwt mode without jwt section",

@@ -32,6 +32,10 @@ const (
 	// ModeJWT accepts JWT bearer tokens, and API keys too: a bearer that is
 	// not JWT-shaped (two dots) is looked up as a key.
 	ModeJWT = "jwt"
+	// ModeOAuth makes the gateway an OAuth 2.1 resource server: bearer
+	// access tokens from an authorization server, bound to this gateway's
+	// URL, and API keys (sbk_...) for machine callers.
+	ModeOAuth = "oauth"
 	// ModeLocal treats credential-less loopback callers as the local admin;
 	// credentials that are presented are still checked as keys.
 	ModeLocal = "local"
@@ -42,6 +46,9 @@ const (
 	CodeMissing = "missing_credentials"
 	CodeInvalid = "invalid_credentials"
 	CodeExpired = "expired_credentials"
+	// CodeInsufficientScope: a valid access token without a scope this
+	// gateway requires (403, RFC 6750 §3.1).
+	CodeInsufficientScope = "insufficient_scope"
 )
 
 // Defaults of the zero values in [JWTConfig] and [Options].
@@ -87,6 +94,8 @@ type Config struct {
 	Mode string
 	// JWT is required in jwt mode and ignored otherwise.
 	JWT *JWTConfig
+	// OAuth is required in oauth mode and ignored otherwise.
+	OAuth *OAuthConfig
 	// AdminKey is the SWITCHBOARD_ADMIN_KEY value: a bearer equal to it is
 	// the admin (ID "admin-key"), in every mode. "" disables it.
 	AdminKey string
@@ -104,7 +113,7 @@ type Options struct {
 // Error is an authentication failure: the front door answers it with 401.
 // Reason is safe to show the caller; it never contains the credential.
 type Error struct {
-	Code   string // CodeMissing, CodeInvalid or CodeExpired
+	Code   string // CodeMissing, CodeInvalid, CodeExpired or CodeInsufficientScope
 	Reason string
 }
 
@@ -121,7 +130,8 @@ type Authenticator struct {
 	adminSum [sha256.Size]byte // SHA-256 of AdminKey, so the compare is constant-time and length-blind
 	hasAdmin bool
 	keys     KeyStore
-	jwt      *jwtVerifier // nil unless jwt mode
+	jwt      *jwtVerifier   // nil unless jwt mode
+	oauth    *oauthVerifier // nil unless oauth mode
 	log      *slog.Logger
 	clock    func() time.Time
 	ttl      time.Duration // <= 0: no cache
@@ -178,26 +188,47 @@ func New(cfg Config, keys KeyStore, opts *Options) (*Authenticator, error) {
 		if cfg.JWT == nil {
 			return nil, errors.New("identity config: Mode jwt needs JWT settings")
 		}
+	case ModeOAuth:
+		if cfg.OAuth == nil {
+			return nil, errors.New("identity config: Mode oauth needs OAuth settings")
+		}
+		if keys == nil {
+			return nil, errors.New("identity config: Mode oauth needs a KeyStore")
+		}
 	default:
-		return nil, fmt.Errorf("identity config: Mode %q is not one of %q, %q, %q", cfg.Mode, ModeKeys, ModeJWT, ModeLocal)
+		return nil, fmt.Errorf("identity config: Mode %q is not one of %q, %q, %q, %q", cfg.Mode, ModeKeys, ModeJWT, ModeOAuth, ModeLocal)
 	}
 	if cfg.AdminKey != "" {
 		a.adminSum = sha256.Sum256([]byte(cfg.AdminKey))
 		a.hasAdmin = true
 	}
-	if a.mode != ModeJWT {
+	var v *jwtVerifier
+	switch a.mode {
+	case ModeJWT:
+		jc := *cfg.JWT
+		if err := validateJWT(&jc); err != nil {
+			return nil, err
+		}
+		a.jwt = newJWTVerifier(jc, a.clock)
+		v = a.jwt
+	case ModeOAuth:
+		oc := *cfg.OAuth
+		if oc.Introspection != nil {
+			in := *oc.Introspection
+			oc.Introspection = &in
+		}
+		if err := validateOAuth(&oc); err != nil {
+			return nil, err
+		}
+		a.oauth = newOAuthVerifier(oc, a.clock)
+		v = a.oauth.jwt
+	default:
 		return a, nil
-	}
-
-	jc := *cfg.JWT
-	if err := validateJWT(&jc); err != nil {
-		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	a.jwt = newJWTVerifier(jc, a.clock)
-	if jc.JWKSURL != "" {
-		a.jwt.jwks = &jwksCache{
+	if jc := v.cfg; jc.JWKSURL != "" {
+		v.jwks = &jwksCache{
 			url:    jc.JWKSURL,
 			client: jc.HTTPClient,
 			log:    a.log,
@@ -205,7 +236,7 @@ func New(cfg Config, keys KeyStore, opts *Options) (*Authenticator, error) {
 			ctx:    ctx,
 			wg:     &a.wg,
 		}
-		a.wg.Go(func() { a.jwt.jwks.run(jc.JWKSRefresh) })
+		a.wg.Go(func() { v.jwks.run(jc.JWKSRefresh) })
 	}
 	return a, nil
 }
@@ -241,6 +272,12 @@ func validateJWT(jc *JWTConfig) error {
 	if jc.HTTPClient == nil {
 		jc.HTTPClient = &http.Client{Timeout: DefaultJWKSTimeout}
 	}
+	fillClaimDefaults(jc)
+	return nil
+}
+
+// fillClaimDefaults names seed 003's claims where jc names none.
+func fillClaimDefaults(jc *JWTConfig) {
 	for _, c := range []struct {
 		p   *string
 		def string
@@ -256,7 +293,6 @@ func validateJWT(jc *JWTConfig) error {
 			*c.p = c.def
 		}
 	}
-	return nil
 }
 
 // Close stops the JWKS refresher, if any, and waits for it. It is safe to
@@ -265,6 +301,9 @@ func (a *Authenticator) Close() {
 	a.closeOnce.Do(func() {
 		if a.jwt != nil && a.jwt.jwks != nil {
 			a.jwt.jwks.close()
+		}
+		if a.oauth != nil && a.oauth.jwt.jwks != nil {
+			a.oauth.jwt.jwks.close()
 		}
 		if a.cancel != nil {
 			a.cancel()
@@ -291,7 +330,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Identity, error) {
 		a.fail("none", err)
 		return authz.Identity{}, err
 	}
-	return a.AuthenticateToken(r.Context(), bearer)
+	var t target
+	if a.oauth != nil {
+		t = a.target(r)
+	}
+	return a.authenticateBearer(r.Context(), bearer, t)
 }
 
 // credential extracts the bearer. present is false only when the request
@@ -323,7 +366,18 @@ func credential(r *http.Request) (bearer string, present bool, err error) {
 // AuthenticateToken authenticates a bearer credential for callers that are
 // not HTTP requests. An empty bearer is missing_credentials; there is no
 // local-mode shortcut here because there is no remote address to check.
+//
+// In oauth mode the token's audience must be the gateway as a whole (the
+// configured resource), as there is no request path to name a resource.
 func (a *Authenticator) AuthenticateToken(ctx context.Context, bearer string) (authz.Identity, error) {
+	var t target
+	if a.oauth != nil {
+		t.base = a.oauth.resource
+	}
+	return a.authenticateBearer(ctx, bearer, t)
+}
+
+func (a *Authenticator) authenticateBearer(ctx context.Context, bearer string, t target) (authz.Identity, error) {
 	if bearer == "" {
 		err := authErr(CodeMissing, "no credentials")
 		a.fail("none", err)
@@ -336,6 +390,17 @@ func (a *Authenticator) AuthenticateToken(ctx context.Context, bearer string) (a
 			a.log.Debug("authenticated", "method", "admin-key", "identity", id.ID)
 			return id, nil
 		}
+	}
+	if a.oauth != nil && !strings.HasPrefix(bearer, SecretPrefix) {
+		// API keys keep working for machine callers; everything else is an
+		// access token.
+		id, err := a.oauth.verify(ctx, bearer, t)
+		if err != nil {
+			a.fail("oauth", err)
+			return authz.Identity{}, err
+		}
+		a.log.Debug("authenticated", "method", "oauth", "identity", id.ID, "agent", id.AgentID)
+		return id, nil
 	}
 	if a.jwt != nil && strings.Count(bearer, ".") == 2 {
 		id, err := a.jwt.verify(ctx, bearer)

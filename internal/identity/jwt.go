@@ -49,6 +49,16 @@ func newJWTVerifier(cfg JWTConfig, clock func() time.Time) *jwtVerifier {
 }
 
 func (v *jwtVerifier) verify(ctx context.Context, token string) (authz.Identity, error) {
+	claims, err := v.parse(ctx, token)
+	if err != nil {
+		return authz.Identity{}, err
+	}
+	return v.identity(claims)
+}
+
+// parse verifies the token's signature and registered claims and returns
+// its claims.
+func (v *jwtVerifier) parse(ctx context.Context, token string) (jwt.MapClaims, error) {
 	claims := jwt.MapClaims{}
 	_, err := v.parser.ParseWithClaims(token, claims, func(t *jwt.Token) (any, error) {
 		if v.secret != nil {
@@ -61,9 +71,9 @@ func (v *jwtVerifier) verify(ctx context.Context, token string) (authz.Identity,
 		return v.jwks.key(ctx, kid, t.Method.Alg())
 	})
 	if err != nil {
-		return authz.Identity{}, jwtError(ctx, err)
+		return nil, jwtError(ctx, err)
 	}
-	return v.identity(claims)
+	return claims, nil
 }
 
 // jwtError turns a parse error into an *Error with a reason of our own
