@@ -25,7 +25,8 @@ func TestHelpGolden(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"stdio", "--help"}, {"demo-server", "--help"},
 		{"status", "--help"}, {"start", "--help"}, {"call", "--help"}, {"servers", "add", "--help"},
 		{"config", "validate", "--help"}, {"check", "--help"}, {"tools", "quarantined", "--help"}, {"tools", "approve", "--help"},
-		{"keys", "create", "--help"}, {"grant", "--help"}, {"escalations", "--help"}, {"approvals", "--help"}} {
+		{"keys", "create", "--help"}, {"grant", "--help"}, {"escalations", "--help"}, {"approvals", "--help"},
+		{"import", "--help"}, {"connect", "--help"}} {
 		name := strings.Join(args, "_")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := run(t, args...)
