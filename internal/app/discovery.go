@@ -330,7 +330,7 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 	c := d.classes[t.Name].c
 	d.mu.RUnlock()
 	v := api.SearchTool{ID: rank, Name: t.Name, OriginalName: t.OriginalName, Score: score,
-		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), PrimarySkillID: c.Primary, IsClassified: c.Classified}
+		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), Skills: slices.Clone(c.Skills), PrimarySkillID: c.Primary, IsClassified: c.Classified}
 	if t.Def != nil {
 		v.Description, v.InputSchema = t.Def.Description, t.Def.InputSchema
 	}
@@ -343,6 +343,24 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 		v.SourceServer.Status = string(upstream.StateDisconnected)
 	}
 	return v
+}
+
+// ToolSkills serves the skill fields of the API's tool records. Like a
+// search, it waits briefly for the worker to index the current catalog, so
+// a listing right after a discovery shows the new tools' skills.
+func (d *discovery) ToolSkills(_ context.Context, names []string) map[string]skills.Classification {
+	d.waitIndexed(d.a.cat.Snapshot().Version(), 200*time.Millisecond)
+	out := make(map[string]skills.Classification, len(names))
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, n := range names {
+		if tc, ok := d.classes[n]; ok {
+			c := tc.c
+			c.Skills = slices.Clone(c.Skills)
+			out[n] = c
+		}
+	}
+	return out
 }
 
 // Skills serves GET /api/v1/skills.

@@ -66,8 +66,24 @@ func TestSearchAPI(t *testing.T) {
 	if src["name"] == nil || src["id"] == "" || src["status"] != "CONNECTED" || first["original_name"] != "add" {
 		t.Errorf("result lacks the AG-US2 fields: %v", first)
 	}
-	if _, ok := first["skill_ids"].([]any); !ok {
+	ids, ok := first["skill_ids"].([]any)
+	if !ok {
 		t.Errorf("no skill_ids: %v", first)
+	}
+	// Every skill comes with the classifier's confidence, in the same order.
+	as, _ := first["skills"].([]any)
+	if len(as) == 0 || len(as) != len(ids) {
+		t.Errorf("skills %v do not match skill_ids %v", first["skills"], ids)
+	}
+	for i, a := range as {
+		m := a.(map[string]any)
+		c, _ := m["confidence"].(float64)
+		if m["skill_id"] != ids[i] || c <= 0 || c > 1 {
+			t.Errorf("skills[%d] = %v, want skill %v with a confidence in (0, 1]", i, m, ids[i])
+		}
+	}
+	if len(as) > 0 && as[0].(map[string]any)["skill_id"] != first["primary_skill_id"] {
+		t.Errorf("primary %v is not the most confident skill %v", first["primary_skill_id"], as[0])
 	}
 	prev := 2.0
 	servers := map[any]bool{}
