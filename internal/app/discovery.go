@@ -178,7 +178,10 @@ func (d *discovery) forgetServer(server string, tools []catalog.Tool) {
 }
 
 // indexServer classifies the server's new or changed tools and replaces
-// its documents.
+// its documents. Offline classification looks at the whole server (a tool's
+// siblings say what it is about), so without an LLM every tool of a changed
+// server is classified again: it is cheap, and a new sibling may change a
+// terse tool's skill.
 func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 	var fresh []catalog.Tool
 	d.mu.RLock()
@@ -188,6 +191,9 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 		}
 	}
 	d.mu.RUnlock()
+	if d.llm == nil && len(fresh) > 0 {
+		fresh = tools
+	}
 	desc := d.serverDescription(server)
 	texts := make([]skills.Tool, len(fresh))
 	for i, t := range fresh {
@@ -199,10 +205,7 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 		classes = d.llm.ClassifyBatch(ctx, texts)
 		cancel()
 	} else {
-		classes = make([]skills.Classification, len(fresh))
-		for i, tt := range texts {
-			classes[i] = d.offline.Classify(tt)
-		}
+		classes = d.offline.ClassifyServer(texts)
 	}
 	d.mu.Lock()
 	for i, t := range fresh {
