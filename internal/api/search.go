@@ -89,7 +89,11 @@ type SearchTool struct {
 	Skills         []skills.Assignment `json:"skills"`
 	PrimarySkillID string              `json:"primary_skill_id,omitempty"`
 	IsClassified   bool                `json:"is_classified"`
-	InputSchema    any                 `json:"input_schema,omitempty"`
+	// ClassificationPending: the skills are the offline classifier's
+	// provisional verdict while the LLM's is queued; the tool is
+	// searchable meanwhile.
+	ClassificationPending bool `json:"classification_pending,omitempty"`
+	InputSchema           any  `json:"input_schema,omitempty"`
 }
 
 // SourceServer names the upstream a hit comes from, so a client can tell

@@ -33,6 +33,8 @@ type Tool struct {
 	Skills         []skills.Assignment `json:"skills,omitempty"`
 	PrimarySkillID string              `json:"primary_skill_id,omitempty"`
 	IsClassified   bool                `json:"is_classified"`
+	// ClassificationPending: see [SearchTool].
+	ClassificationPending bool `json:"classification_pending,omitempty"`
 }
 
 // ServerGroup is one server's slice of the tool listing (AG-US7 AC5).
@@ -155,7 +157,7 @@ func (h *handler) addSkills(ctx context.Context, tools []Tool) {
 		for j, a := range c.Skills {
 			v.SkillIDs[j] = a.SkillID
 		}
-		v.PrimarySkillID, v.IsClassified = c.Primary, c.Classified
+		v.PrimarySkillID, v.IsClassified, v.ClassificationPending = c.Primary, c.Classified, c.Pending
 	}
 }
 

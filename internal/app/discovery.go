@@ -201,15 +201,35 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 	}
 	var classes []skills.Classification
 	if d.llm != nil && len(fresh) > 0 {
+		// The LLM may take a minute for a large server: index the tools at
+		// once with the offline verdict, marked pending, then replace it.
+		classes = d.offline.ClassifyServer(texts)
+		for i := range classes {
+			classes[i].Pending = true
+		}
+		d.store(server, desc, tools, fresh, classes, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		classes = d.llm.ClassifyBatch(ctx, texts)
 		cancel()
 	} else {
 		classes = d.offline.ClassifyServer(texts)
 	}
+	d.store(server, desc, tools, fresh, classes, texts)
+	if len(fresh) > 0 {
+		d.logger.Debug("indexed", "server", server, "tools", len(tools), "classified", len(fresh))
+	}
+}
+
+// store records the classifications of fresh and replaces the server's
+// documents; texts, when given, feed the suggestion queue (a pending
+// verdict does not: the final one decides).
+func (d *discovery) store(server, desc string, tools, fresh []catalog.Tool, classes []skills.Classification, texts []skills.Tool) {
 	d.mu.Lock()
 	for i, t := range fresh {
 		d.classes[t.Name] = toolClass{hash: t.Hash, c: classes[i]}
+		if texts == nil {
+			continue
+		}
 		if sg, ok := skills.SuggestFor(texts[i], classes[i]); ok {
 			d.sugg.Add(sg)
 		}
@@ -220,9 +240,6 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 	}
 	d.mu.Unlock()
 	d.index.ReplaceServer(server, docs)
-	if len(fresh) > 0 {
-		d.logger.Debug("indexed", "server", server, "tools", len(tools), "classified", len(fresh))
-	}
 }
 
 func skillText(t catalog.Tool) skills.Tool {
@@ -333,7 +350,8 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 	c := d.classes[t.Name].c
 	d.mu.RUnlock()
 	v := api.SearchTool{ID: rank, Name: t.Name, OriginalName: t.OriginalName, Score: score,
-		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), Skills: slices.Clone(c.Skills), PrimarySkillID: c.Primary, IsClassified: c.Classified}
+		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), Skills: slices.Clone(c.Skills), PrimarySkillID: c.Primary, IsClassified: c.Classified,
+		ClassificationPending: c.Pending}
 	if t.Def != nil {
 		v.Description, v.InputSchema = t.Def.Description, t.Def.InputSchema
 	}
