@@ -121,6 +121,9 @@ type SkillView struct {
 	Description string   `json:"description"`
 	Examples    []string `json:"examples"`
 	ToolCount   int      `json:"tool_count"`
+	// EmbeddedTools is the number of embedded tools the skill's embedding
+	// is the centroid of; absent without embeddings (search.embeddings).
+	EmbeddedTools int `json:"embedded_tools,omitempty"`
 }
 
 // searchBody is SearchRequest on the wire: Limit is a pointer so that an

@@ -394,9 +394,14 @@ func (d *discovery) Skills(context.Context) ([]api.SkillView, error) {
 		}
 	}
 	d.mu.RUnlock()
+	embedded := map[string]int{}
+	for _, sv := range d.index.SkillVectors() {
+		embedded[sv.Skill] = sv.Tools
+	}
 	out := make([]api.SkillView, len(d.skills))
 	for i, s := range d.skills {
-		out[i] = api.SkillView{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, ToolCount: counts[s.ID]}
+		out[i] = api.SkillView{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, ToolCount: counts[s.ID],
+			EmbeddedTools: embedded[s.ID]}
 	}
 	return out, nil
 }

@@ -160,6 +160,17 @@ func TestSearchWithEmbeddings(t *testing.T) {
 		meta, _ = body["metadata"].(map[string]any)
 		return meta["ranking"] == "hybrid"
 	})
+	// Per-skill embeddings follow the embedded tools (AG-US3 AC5).
+	waitFor(t, "a skill with an embedding", func() bool {
+		_, body := g.rest(t, "GET", "/api/v1/skills", nil)
+		for _, s := range body["skills"].([]any) {
+			if m := s.(map[string]any); m["id"] == "utilities" {
+				n, _ := m["embedded_tools"].(float64)
+				return n >= 1
+			}
+		}
+		return false
+	})
 	down.Store(true)
 	_, body := g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers"})
 	meta, _ = body["metadata"].(map[string]any)
