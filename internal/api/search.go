@@ -23,6 +23,12 @@ type Search interface {
 	// Suggestions are the new skills the classifier proposes for tools that
 	// fit none of the taxonomy; they wait for an operator's review.
 	Suggestions(ctx context.Context) ([]skills.Suggestion, error)
+	// ToolSkills returns the classifications of catalog tools by
+	// namespaced name, so tool records carry the same skills and
+	// confidences as search hits. A tool not indexed yet is absent from the
+	// map. One call serves a whole listing, so an implementation may wait
+	// briefly for its index to catch up with the catalog.
+	ToolSkills(ctx context.Context, names []string) map[string]skills.Classification
 }
 
 // Limits of a search request, exported so the MCP front's search tool can
@@ -70,16 +76,24 @@ type SearchTool struct {
 	// ID is the hit's 1-based rank as a string ("1", "2", ...), as in the
 	// seed's contract; the handler fills it when the implementation leaves
 	// it empty. Name is the stable handle to call the tool by.
-	ID             string       `json:"id"`
-	Name           string       `json:"name"`
-	OriginalName   string       `json:"original_name"`
-	Description    string       `json:"description"`
-	Score          float64      `json:"score"`
-	SourceServer   SourceServer `json:"source_server"`
-	SkillIDs       []string     `json:"skill_ids"`
-	PrimarySkillID string       `json:"primary_skill_id,omitempty"`
-	IsClassified   bool         `json:"is_classified"`
-	InputSchema    any          `json:"input_schema,omitempty"`
+	ID           string       `json:"id"`
+	Name         string       `json:"name"`
+	OriginalName string       `json:"original_name"`
+	Description  string       `json:"description"`
+	Score        float64      `json:"score"`
+	SourceServer SourceServer `json:"source_server"`
+	SkillIDs     []string     `json:"skill_ids"`
+	// Skills are SkillIDs with the classifier's confidence in each (0..1),
+	// most confident first, so a client can weigh a weak secondary skill
+	// differently from a sure primary one (AG-US3 AC2).
+	Skills         []skills.Assignment `json:"skills"`
+	PrimarySkillID string              `json:"primary_skill_id,omitempty"`
+	IsClassified   bool                `json:"is_classified"`
+	// ClassificationPending: the skills are the offline classifier's
+	// provisional verdict while the LLM's is queued; the tool is
+	// searchable meanwhile.
+	ClassificationPending bool `json:"classification_pending,omitempty"`
+	InputSchema           any  `json:"input_schema,omitempty"`
 }
 
 // SourceServer names the upstream a hit comes from, so a client can tell
@@ -107,6 +121,9 @@ type SkillView struct {
 	Description string   `json:"description"`
 	Examples    []string `json:"examples"`
 	ToolCount   int      `json:"tool_count"`
+	// EmbeddedTools is the number of embedded tools the skill's embedding
+	// is the centroid of; absent without embeddings (search.embeddings).
+	EmbeddedTools int `json:"embedded_tools,omitempty"`
 }
 
 // searchBody is SearchRequest on the wire: Limit is a pointer so that an
@@ -212,6 +229,9 @@ func rankTools(ts []SearchTool) []SearchTool {
 		}
 		if ts[i].SkillIDs == nil {
 			ts[i].SkillIDs = []string{}
+		}
+		if ts[i].Skills == nil {
+			ts[i].Skills = []skills.Assignment{}
 		}
 	}
 	return ts

@@ -39,7 +39,8 @@ func (f *fakeSearch) Search(_ context.Context, id authz.Identity, req SearchRequ
 		Tools: []SearchTool{
 			{Name: "demo.create_issue", OriginalName: "create_issue", Score: 0.9,
 				SourceServer: SourceServer{ID: "id-1", Name: "demo", Status: "CONNECTED"},
-				SkillIDs:     []string{"issue_tracking"}, PrimarySkillID: "issue_tracking", IsClassified: true},
+				SkillIDs:     []string{"issue_tracking", "code_management"}, PrimarySkillID: "issue_tracking", IsClassified: true,
+				Skills: []skills.Assignment{{SkillID: "issue_tracking", Confidence: 0.61}, {SkillID: "code_management", Confidence: 0.22}}},
 			{Name: "demo.echo", OriginalName: "echo", Score: 0.1,
 				SourceServer: SourceServer{ID: "id-1", Name: "demo", Status: "CONNECTED"}},
 		},
@@ -66,6 +67,19 @@ func (f *fakeSearch) Suggestions(context.Context) ([]skills.Suggestion, error) {
 	return []skills.Suggestion{{ID: "sg1"}}, nil
 }
 
+// ToolSkills knows demo.echo only, so a test sees both a classified tool
+// record and one the index has not reached.
+func (f *fakeSearch) ToolSkills(_ context.Context, names []string) map[string]skills.Classification {
+	out := map[string]skills.Classification{}
+	for _, n := range names {
+		if n == "demo.echo" {
+			out[n] = skills.Classification{Skills: []skills.Assignment{{SkillID: "utilities", Confidence: 0.69}, {SkillID: "communication", Confidence: 0.2}},
+				Primary: "utilities", Classified: true, Method: skills.MethodOffline}
+		}
+	}
+	return out
+}
+
 func TestSearch(t *testing.T) {
 	e := newEnv(t)
 	st, body, _ := e.do(t, &agentA, "POST", "/api/v1/search",
@@ -87,11 +101,12 @@ func TestSearch(t *testing.T) {
 	var got struct {
 		Query string `json:"query"`
 		Tools []struct {
-			ID           string       `json:"id"`
-			Name         string       `json:"name"`
-			SourceServer SourceServer `json:"source_server"`
-			SkillIDs     []string     `json:"skill_ids"`
-			Primary      *string      `json:"primary_skill_id"`
+			ID           string           `json:"id"`
+			Name         string           `json:"name"`
+			SourceServer SourceServer     `json:"source_server"`
+			SkillIDs     []string         `json:"skill_ids"`
+			Skills       []map[string]any `json:"skills"`
+			Primary      *string          `json:"primary_skill_id"`
 		} `json:"tools"`
 		Metadata map[string]any `json:"metadata"`
 	}
@@ -104,8 +119,12 @@ func TestSearch(t *testing.T) {
 			t.Errorf("tools[%d].id = %q, want %q", i, got.Tools[i].ID, wantID)
 		}
 	}
-	if got.Tools[1].SkillIDs == nil || got.Tools[1].Primary != nil {
-		t.Errorf("unclassified hit: skill_ids %v primary %v, want [] and absent", got.Tools[1].SkillIDs, got.Tools[1].Primary)
+	if got.Tools[1].SkillIDs == nil || got.Tools[1].Skills == nil || got.Tools[1].Primary != nil {
+		t.Errorf("unclassified hit: skill_ids %v skills %v primary %v, want [], [] and absent", got.Tools[1].SkillIDs, got.Tools[1].Skills, got.Tools[1].Primary)
+	}
+	wantSkills := []map[string]any{{"skill_id": "issue_tracking", "confidence": 0.61}, {"skill_id": "code_management", "confidence": 0.22}}
+	if diff := cmp.Diff(wantSkills, got.Tools[0].Skills); diff != "" {
+		t.Errorf("skills with confidences (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(SourceServer{ID: "id-1", Name: "demo", Status: "CONNECTED"}, got.Tools[0].SourceServer); diff != "" {
 		t.Errorf("source_server (-want +got):\n%s", diff)
@@ -301,6 +320,9 @@ func (emptySearch) SkillTools(context.Context, authz.Identity, string, int) ([]S
 	return nil, nil
 }
 func (emptySearch) Suggestions(context.Context) ([]skills.Suggestion, error) { return nil, nil }
+func (emptySearch) ToolSkills(context.Context, []string) map[string]skills.Classification {
+	return nil
+}
 
 // remarshal decodes a generic JSON body into a typed view of it.
 func remarshal(t *testing.T, from, to any) {
@@ -311,5 +333,46 @@ func remarshal(t *testing.T, from, to any) {
 	}
 	if err := json.Unmarshal(b, to); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestToolRecordSkills checks that tool records carry the same skills and
+// confidences as search hits, and leave them out for a tool not indexed yet.
+func TestToolRecordSkills(t *testing.T) {
+	e := newEnv(t)
+	wantEcho := map[string]any{
+		"skill_ids":        []any{"utilities", "communication"},
+		"skills":           []any{map[string]any{"skill_id": "utilities", "confidence": 0.69}, map[string]any{"skill_id": "communication", "confidence": 0.2}},
+		"primary_skill_id": "utilities",
+		"is_classified":    true,
+	}
+	skillFields := func(rec map[string]any) map[string]any {
+		out := map[string]any{}
+		for _, k := range []string{"skill_ids", "skills", "primary_skill_id", "is_classified"} {
+			if v, ok := rec[k]; ok {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	st, body, _ := e.do(t, &adminID, "GET", "/api/v1/tools/demo.echo", "")
+	if st != 200 {
+		t.Fatalf("status %d: %v", st, body)
+	}
+	if diff := cmp.Diff(wantEcho, skillFields(body)); diff != "" {
+		t.Errorf("GET /api/v1/tools/demo.echo skills (-want +got):\n%s", diff)
+	}
+	st, body, _ = e.do(t, &adminID, "GET", "/api/v1/tools", "")
+	if st != 200 {
+		t.Fatalf("status %d: %v", st, body)
+	}
+	got := map[string]map[string]any{}
+	for _, rec := range body["tools"].([]any) {
+		r := rec.(map[string]any)
+		got[r["name"].(string)] = skillFields(r)
+	}
+	want := map[string]map[string]any{"demo.echo": wantEcho, "demo.secret": {"is_classified": false}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GET /api/v1/tools skills (-want +got):\n%s", diff)
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/skills"
 )
 
 // Tool is the API's view of one catalog tool.
@@ -25,6 +27,14 @@ type Tool struct {
 	InputSchema  any                  `json:"input_schema,omitempty"`
 	OutputSchema any                  `json:"output_schema,omitempty"`
 	Annotations  *mcp.ToolAnnotations `json:"annotations,omitempty"`
+	// The tool's skills, as in search hits (AG-US3). They are absent when
+	// the gateway has no search configured or has not indexed the tool yet.
+	SkillIDs       []string            `json:"skill_ids,omitempty"`
+	Skills         []skills.Assignment `json:"skills,omitempty"`
+	PrimarySkillID string              `json:"primary_skill_id,omitempty"`
+	IsClassified   bool                `json:"is_classified"`
+	// ClassificationPending: see [SearchTool].
+	ClassificationPending bool `json:"classification_pending,omitempty"`
 }
 
 // ServerGroup is one server's slice of the tool listing (AG-US7 AC5).
@@ -81,6 +91,7 @@ func (h *handler) listTools(w http.ResponseWriter, r *http.Request) error {
 		g.ToolCount = len(g.Tools)
 		groups = append(groups, g)
 	}
+	h.addSkills(r.Context(), tools)
 	writeJSON(w, http.StatusOK, map[string]any{"tools": tools, "servers": groups, "total": len(tools)})
 	return nil
 }
@@ -98,7 +109,9 @@ func (h *handler) getTool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toolView(t, s))
+	v := []Tool{toolView(t, s)}
+	h.addSkills(r.Context(), v)
+	writeJSON(w, http.StatusOK, v[0])
 	return nil
 }
 
@@ -120,6 +133,32 @@ func toolView(t catalog.Tool, s Server) Tool {
 		v.Annotations = d.Annotations
 	}
 	return v
+}
+
+// addSkills fills the skill fields of tool records from the search
+// index's classifications; without search they stay empty.
+func (h *handler) addSkills(ctx context.Context, tools []Tool) {
+	if h.searcher == nil || len(tools) == 0 {
+		return
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	classes := h.searcher.ToolSkills(ctx, names)
+	for i := range tools {
+		c, ok := classes[tools[i].Name]
+		if !ok {
+			continue
+		}
+		v := &tools[i]
+		v.Skills = c.Skills
+		v.SkillIDs = make([]string, len(c.Skills))
+		for j, a := range c.Skills {
+			v.SkillIDs[j] = a.SkillID
+		}
+		v.PrimarySkillID, v.IsClassified, v.ClassificationPending = c.Primary, c.Classified, c.Pending
+	}
 }
 
 // callRequest is the body of POST /api/v1/tools/call (AG-US4).

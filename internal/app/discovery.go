@@ -178,7 +178,10 @@ func (d *discovery) forgetServer(server string, tools []catalog.Tool) {
 }
 
 // indexServer classifies the server's new or changed tools and replaces
-// its documents.
+// its documents. Offline classification looks at the whole server (a tool's
+// siblings say what it is about), so without an LLM every tool of a changed
+// server is classified again: it is cheap, and a new sibling may change a
+// terse tool's skill.
 func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 	var fresh []catalog.Tool
 	d.mu.RLock()
@@ -188,6 +191,9 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 		}
 	}
 	d.mu.RUnlock()
+	if d.llm == nil && len(fresh) > 0 {
+		fresh = tools
+	}
 	desc := d.serverDescription(server)
 	texts := make([]skills.Tool, len(fresh))
 	for i, t := range fresh {
@@ -195,18 +201,35 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 	}
 	var classes []skills.Classification
 	if d.llm != nil && len(fresh) > 0 {
+		// The LLM may take a minute for a large server: index the tools at
+		// once with the offline verdict, marked pending, then replace it.
+		classes = d.offline.ClassifyServer(texts)
+		for i := range classes {
+			classes[i].Pending = true
+		}
+		d.store(server, desc, tools, fresh, classes, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		classes = d.llm.ClassifyBatch(ctx, texts)
 		cancel()
 	} else {
-		classes = make([]skills.Classification, len(fresh))
-		for i, tt := range texts {
-			classes[i] = d.offline.Classify(tt)
-		}
+		classes = d.offline.ClassifyServer(texts)
 	}
+	d.store(server, desc, tools, fresh, classes, texts)
+	if len(fresh) > 0 {
+		d.logger.Debug("indexed", "server", server, "tools", len(tools), "classified", len(fresh))
+	}
+}
+
+// store records the classifications of fresh and replaces the server's
+// documents; texts, when given, feed the suggestion queue (a pending
+// verdict does not: the final one decides).
+func (d *discovery) store(server, desc string, tools, fresh []catalog.Tool, classes []skills.Classification, texts []skills.Tool) {
 	d.mu.Lock()
 	for i, t := range fresh {
 		d.classes[t.Name] = toolClass{hash: t.Hash, c: classes[i]}
+		if texts == nil {
+			continue
+		}
 		if sg, ok := skills.SuggestFor(texts[i], classes[i]); ok {
 			d.sugg.Add(sg)
 		}
@@ -217,9 +240,6 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 	}
 	d.mu.Unlock()
 	d.index.ReplaceServer(server, docs)
-	if len(fresh) > 0 {
-		d.logger.Debug("indexed", "server", server, "tools", len(tools), "classified", len(fresh))
-	}
 }
 
 func skillText(t catalog.Tool) skills.Tool {
@@ -330,7 +350,8 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 	c := d.classes[t.Name].c
 	d.mu.RUnlock()
 	v := api.SearchTool{ID: rank, Name: t.Name, OriginalName: t.OriginalName, Score: score,
-		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), PrimarySkillID: c.Primary, IsClassified: c.Classified}
+		SourceServer: api.SourceServer{Name: t.Server}, SkillIDs: skillIDs(c), Skills: slices.Clone(c.Skills), PrimarySkillID: c.Primary, IsClassified: c.Classified,
+		ClassificationPending: c.Pending}
 	if t.Def != nil {
 		v.Description, v.InputSchema = t.Def.Description, t.Def.InputSchema
 	}
@@ -345,6 +366,24 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 	return v
 }
 
+// ToolSkills serves the skill fields of the API's tool records. Like a
+// search, it waits briefly for the worker to index the current catalog, so
+// a listing right after a discovery shows the new tools' skills.
+func (d *discovery) ToolSkills(_ context.Context, names []string) map[string]skills.Classification {
+	d.waitIndexed(d.a.cat.Snapshot().Version(), 200*time.Millisecond)
+	out := make(map[string]skills.Classification, len(names))
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, n := range names {
+		if tc, ok := d.classes[n]; ok {
+			c := tc.c
+			c.Skills = slices.Clone(c.Skills)
+			out[n] = c
+		}
+	}
+	return out
+}
+
 // Skills serves GET /api/v1/skills.
 func (d *discovery) Skills(context.Context) ([]api.SkillView, error) {
 	counts := map[string]int{}
@@ -355,9 +394,14 @@ func (d *discovery) Skills(context.Context) ([]api.SkillView, error) {
 		}
 	}
 	d.mu.RUnlock()
+	embedded := map[string]int{}
+	for _, sv := range d.index.SkillVectors() {
+		embedded[sv.Skill] = sv.Tools
+	}
 	out := make([]api.SkillView, len(d.skills))
 	for i, s := range d.skills {
-		out[i] = api.SkillView{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, ToolCount: counts[s.ID]}
+		out[i] = api.SkillView{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, ToolCount: counts[s.ID],
+			EmbeddedTools: embedded[s.ID]}
 	}
 	return out, nil
 }

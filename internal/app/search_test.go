@@ -66,8 +66,24 @@ func TestSearchAPI(t *testing.T) {
 	if src["name"] == nil || src["id"] == "" || src["status"] != "CONNECTED" || first["original_name"] != "add" {
 		t.Errorf("result lacks the AG-US2 fields: %v", first)
 	}
-	if _, ok := first["skill_ids"].([]any); !ok {
+	ids, ok := first["skill_ids"].([]any)
+	if !ok {
 		t.Errorf("no skill_ids: %v", first)
+	}
+	// Every skill comes with the classifier's confidence, in the same order.
+	as, _ := first["skills"].([]any)
+	if len(as) == 0 || len(as) != len(ids) {
+		t.Errorf("skills %v do not match skill_ids %v", first["skills"], ids)
+	}
+	for i, a := range as {
+		m := a.(map[string]any)
+		c, _ := m["confidence"].(float64)
+		if m["skill_id"] != ids[i] || c <= 0 || c > 1 {
+			t.Errorf("skills[%d] = %v, want skill %v with a confidence in (0, 1]", i, m, ids[i])
+		}
+	}
+	if len(as) > 0 && as[0].(map[string]any)["skill_id"] != first["primary_skill_id"] {
+		t.Errorf("primary %v is not the most confident skill %v", first["primary_skill_id"], as[0])
 	}
 	prev := 2.0
 	servers := map[any]bool{}
@@ -144,10 +160,109 @@ func TestSearchWithEmbeddings(t *testing.T) {
 		meta, _ = body["metadata"].(map[string]any)
 		return meta["ranking"] == "hybrid"
 	})
+	// Per-skill embeddings follow the embedded tools (AG-US3 AC5).
+	waitFor(t, "a skill with an embedding", func() bool {
+		_, body := g.rest(t, "GET", "/api/v1/skills", nil)
+		for _, s := range body["skills"].([]any) {
+			if m := s.(map[string]any); m["id"] == "utilities" {
+				n, _ := m["embedded_tools"].(float64)
+				return n >= 1
+			}
+		}
+		return false
+	})
 	down.Store(true)
 	_, body := g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers"})
 	meta, _ = body["metadata"].(map[string]any)
 	if meta["ranking"] != "lexical" || meta["degraded"] == nil || len(body["tools"].([]any)) == 0 {
 		t.Errorf("embeddings down: %v, want lexical results with a degraded reason", body)
+	}
+}
+
+// TestSearchableWhileLLMClassifies holds the LLM classifier's answer back:
+// the new server's tools are searchable at once with the offline verdict
+// marked pending (seed 001), and take the LLM's verdict when it comes.
+func TestSearchableWhileLLMClassifies(t *testing.T) {
+	release := make(chan struct{})
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		var req struct {
+			Messages []struct {
+				Role, Content string
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad request", 400)
+			return
+		}
+		var user struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+		}
+		if err := json.Unmarshal([]byte(req.Messages[len(req.Messages)-1].Content), &user); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		type skill struct {
+			SkillID    string  `json:"skill_id"`
+			Confidence float64 `json:"confidence"`
+		}
+		type verdict struct {
+			Name   string  `json:"name"`
+			Skills []skill `json:"skills"`
+		}
+		var out struct {
+			Tools []verdict `json:"tools"`
+		}
+		for _, tl := range user.Tools {
+			out.Tools = append(out.Tools, verdict{Name: tl.Name, Skills: []skill{{"data_analysis", 0.9}}})
+		}
+		content, _ := json.Marshal(out)
+		json.NewEncoder(w).Encode(map[string]any{
+			"choices": []any{map[string]any{"message": map[string]any{"role": "assistant", "content": string(content)}}},
+		})
+	}))
+	t.Cleanup(llm.Close)
+	g := startGateway(t, fmt.Sprintf("skills:\n  classifier:\n    mode: llm\n    url: %s\n    model: fake\nservers:", llm.URL)+demoServer("demo"), nil)
+	// Registered after the gateway's, so it runs first: a failing test
+	// must not leave the gateway's close waiting on a held-back answer.
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	hit := func() map[string]any {
+		_, body := g.rest(t, "POST", "/api/v1/search", map[string]any{"query": "add two numbers"})
+		tools, _ := body["tools"].([]any)
+		for _, tl := range tools {
+			if m := tl.(map[string]any); m["name"] == "demo.add" {
+				return m
+			}
+		}
+		return nil
+	}
+	var first map[string]any
+	waitFor(t, "demo.add searchable while the LLM has not answered", func() bool {
+		first = hit()
+		return first != nil
+	})
+	if first["classification_pending"] != true || len(first["skills"].([]any)) == 0 {
+		t.Errorf("before the LLM answers: %v, want the offline skills marked classification_pending", first)
+	}
+	close(release)
+	released = true
+	waitFor(t, "the LLM's verdict", func() bool {
+		m := hit()
+		return m != nil && m["classification_pending"] == nil && m["primary_skill_id"] == "data_analysis"
+	})
+	code, body := g.rest(t, "GET", "/api/v1/tools/demo.add", nil)
+	if code != 200 || body["primary_skill_id"] != "data_analysis" || body["classification_pending"] != nil {
+		t.Errorf("tool record after classification: %d %v", code, body)
 	}
 }

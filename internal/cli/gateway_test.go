@@ -287,6 +287,15 @@ func TestAgainstGateway(t *testing.T) {
 		jsonGolden(t, "tools", out, g.get(t, "/api/v1/tools?server_id=demo"))
 	})
 
+	t.Run("search", func(t *testing.T) {
+		// Hits show their skill and the classifier's confidence in it.
+		code, out, errOut := g.cli(t, "search", "add", "two", "numbers", "--limit", "2")
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		checkGolden(t, "search.txt", normalizeText(out))
+	})
+
 	t.Run("keys", func(t *testing.T) {
 		code, out, errOut := g.cli(t, "keys", "create", "ci-bot", "--role", "dev", "--workspace", "team-a")
 		if code != ExitOK || !strings.HasPrefix(out, "sb") || !strings.Contains(errOut, "shown only once") {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchboard-mcp/switchboard/internal/apiclient"
+	"github.com/switchboard-mcp/switchboard/internal/skills"
 )
 
 func newTools(e *env) *cobra.Command {
@@ -36,14 +37,14 @@ func newTools(e *env) *cobra.Command {
 				fmt.Fprintln(e.stdout, "no tools")
 				return nil
 			}
-			t := &table{header: []string{"TOOL", "SERVER", "STATUS", "DESCRIPTION"}}
+			t := &table{header: []string{"TOOL", "SERVER", "STATUS", "SKILL", "DESCRIPTION"}}
 			for _, tool := range list.Tools {
 				desc := tool.Description
 				if desc == "" {
 					desc = tool.Title
 				}
 				t.add(cell{text: tool.Name}, cell{text: tool.ServerName}, cell{text: tool.ServerStatus, color: stateColor(tool.ServerStatus)},
-					cell{text: orDash(clip(desc, 70))})
+					cell{text: skillCell(tool.Skills)}, cell{text: orDash(clip(desc, 70))})
 			}
 			return t.render(e.stdout, r.color())
 		},
@@ -85,10 +86,10 @@ func newSearch(e *env) *cobra.Command {
 				fmt.Fprintf(e.stdout, "no tools match (searched %d tools)\n", res.Metadata.TotalToolsSearched)
 				return nil
 			}
-			t := &table{header: []string{"#", "TOOL", "SCORE", "SERVER", "DESCRIPTION"}}
+			t := &table{header: []string{"#", "TOOL", "SCORE", "SERVER", "SKILL", "DESCRIPTION"}}
 			for i, tool := range res.Tools {
 				t.add(cell{text: strconv.Itoa(i + 1)}, cell{text: tool.Name}, cell{text: strconv.FormatFloat(tool.Score, 'f', 2, 64)},
-					cell{text: tool.SourceServer.Name}, cell{text: orDash(clip(tool.Description, 60))})
+					cell{text: tool.SourceServer.Name}, cell{text: skillCell(tool.Skills)}, cell{text: orDash(clip(tool.Description, 60))})
 			}
 			if err := t.render(e.stdout, r.color()); err != nil {
 				return err
@@ -105,6 +106,22 @@ func newSearch(e *env) *cobra.Command {
 	r.register(cmd)
 	r.registerOutput(cmd)
 	return cmd
+}
+
+// skillCell shows a tool's most likely skill with the classifier's
+// confidence in it ("file_system 0.81"), so a reader can tell a sure
+// filing from a guess; below the primary threshold the skill is not the
+// tool's primary one and is marked with "?". "-" when nothing fits or the
+// gateway has not classified the tool.
+func skillCell(as []skills.Assignment) string {
+	if len(as) == 0 {
+		return "-"
+	}
+	s := as[0].SkillID + " " + strconv.FormatFloat(as[0].Confidence, 'f', 2, 64)
+	if as[0].Confidence < skills.PrimaryThreshold {
+		s += "?"
+	}
+	return s
 }
 
 func newCall(e *env) *cobra.Command {

@@ -142,6 +142,7 @@ func (ix *Index) storeVectors(names, texts []string, vecs [][]float32) {
 		}
 		ix.docs[slot].vec = normalize(vecs[i])
 		delete(ix.pending, name)
+		ix.gen.Add(1)
 	}
 	ix.markIdleLocked()
 }

@@ -131,6 +131,11 @@ type Index struct {
 	vocab       atomic.Pointer[vocabView]
 	vocabMu     sync.Mutex // serializes lazy vocabView rebuilds
 	scratchPool sync.Pool
+	// gen counts changes to documents, their skills or vectors; the skill
+	// vectors are recomputed when it has moved (see skillvec.go).
+	gen       atomic.Uint64
+	skillVecs atomic.Pointer[skillVectors]
+	skillMu   sync.Mutex // serializes skill vector rebuilds
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -398,6 +403,7 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 		}
 	}
 	ix.docs[slot] = e
+	ix.gen.Add(1)
 	ix.byName[d.Name] = slot
 	sd := ix.serverDocs[d.Server]
 	if sd == nil {
@@ -459,6 +465,7 @@ func (ix *Index) removeLocked(slot uint32) {
 	*e = docEntry{}
 	ix.freeDocs = append(ix.freeDocs, slot)
 	ix.live--
+	ix.gen.Add(1)
 }
 
 // vocabulary returns the current vocabView, building it if the vocabulary

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // classifyCase is one tool with the primary skill a careful human would file
@@ -156,5 +158,51 @@ func TestOfflineAccuracy(t *testing.T) {
 	}
 	if acc < 0.85 {
 		t.Errorf("accuracy %.1f%% below 85%%", 100*acc)
+	}
+}
+
+// TestClassifyServer checks the siblings' prior: a terse tool takes its
+// server's skill, a tool with strong evidence of its own keeps it, and a
+// lone tool is classified as by Classify.
+func TestClassifyServer(t *testing.T) {
+	o := NewOffline(Default())
+	grafana := []Tool{
+		{Server: "grafana", Name: "query_metrics", Description: "Query Prometheus metrics for a dashboard panel"},
+		{Server: "grafana", Name: "list_alerts", Description: "List firing alerts and incidents"},
+		{Server: "grafana", Name: "search_logs", Description: "Search logs and traces of a service"},
+		{Server: "grafana", Name: "get_dashboard", Description: "Get a Grafana dashboard with its panels"},
+		{Server: "grafana", Name: "acknowledge_incident", Description: "Acknowledge an on-call incident"},
+		{Server: "grafana", Name: "whoami", Description: "Identify the authenticated user"},
+		{Server: "grafana", Name: "slack_post_message", Description: "Post an alert summary as a message to a Slack channel"},
+	}
+	tests := []struct {
+		name  string
+		tools []Tool
+		idx   int
+		want  string
+	}{
+		{"terse tool takes the server's skill", grafana, 5, "monitoring"},
+		{"strong own evidence wins", grafana, 6, "communication"},
+		{"alone, the server name is all the context", grafana[5:6], 0, "monitoring"},
+		{"alone, without a telling server name", []Tool{{Server: "obs", Name: "whoami", Description: "Identify the authenticated user"}}, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := o.ClassifyServer(tc.tools)
+			if len(got) != len(tc.tools) {
+				t.Fatalf("%d classifications for %d tools", len(got), len(tc.tools))
+			}
+			if got[tc.idx].Primary != tc.want {
+				t.Errorf("%s: primary %q %v, want %q", tc.tools[tc.idx].Name, got[tc.idx].Primary, got[tc.idx].Skills, tc.want)
+			}
+			if len(tc.tools) == 1 {
+				if diff := cmp.Diff(o.Classify(tc.tools[0]), got[0]); diff != "" {
+					t.Errorf("a lone tool differs from Classify (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+	if len(o.ClassifyServer(nil)) != 0 {
+		t.Error("no tools, yet classifications")
 	}
 }

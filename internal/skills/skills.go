@@ -100,6 +100,10 @@ type Classification struct {
 	Classified bool         `json:"is_classified"`              // Primary != ""
 	Method     string       `json:"method"`                     // "offline" | "llm" | "offline-fallback"
 	Note       string       `json:"note,omitempty"`             // why a fallback happened (no secrets)
+	// Pending says this is the offline classifier's provisional verdict,
+	// given so the tool is searchable at once, while the LLM's is queued
+	// (seed 001: tools are indexed first and classified asynchronously).
+	Pending bool `json:"classification_pending,omitempty"`
 	// Proposed is a new skill the LLM suggested for this tool, if any; see
 	// SuggestFor.
 	Proposed *ProposedSkill `json:"proposed_skill,omitempty"`

@@ -160,7 +160,9 @@ multiple specific given return returns returned tool tools mcp server servers cl
 provide provides provided allow allows allowed within across between whether based including include
 includes etc e g ie eg like other another same own make makes made way able need needs want
 value values object objects result results info information detail detailed id ids name names type types
-true false null optional default`)
+true false null optional default api apis endpoint up down out off through step steps call calls ask asks
+take takes look looks similar long short full first last next previous current available existing
+complete completes describe describes direct directly app apps`)
 
 // weakStems are the stems of verbs and nouns shared by many skills ("search"
 // files, the web or a graph; "read" files, mail or pages): they count, but far
