@@ -102,7 +102,8 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if o.NoListener {
 		listen = ""
 	}
-	if _, _, err := authMode(cfg, listen, o.Getenv); err != nil {
+	ic, _, err := authMode(cfg, listen, o.Getenv)
+	if err != nil {
 		return nil, err
 	}
 	browser, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: o.Logger})
@@ -126,7 +127,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.reg.guard = guard
 	a.reg.requireTLS = s.RequireTLSUpstreams
-	if a.reg.keys, err = secrets.Load(o.Getenv); err != nil {
+	if a.reg.keys, err = secrets.Load(o.Getenv); err == nil && a.reg.keys == nil && ic.Mode == identity.ModeLocal && !db.IsPostgres() {
+		a.reg.keys, err = localSecretKey(s.Store, o.Logger)
+	}
+	if err != nil {
 		db.Close()
 		cancel()
 		return nil, fmt.Errorf("secret key: %w", err)

@@ -370,10 +370,11 @@ func TestSecretsAtRest(t *testing.T) {
 		return code == 200
 	})
 
-	// Without a key: refused, with the way out.
-	g3 := startGateway(t, "servers: {}\n", map[string]string{"SWITCHBOARD_SECRET_KEY": ""})
+	// Without a key (and not in local mode, which makes its own): refused,
+	// with the way out.
+	g3 := startGateway(t, "auth:\n  mode: keys\nservers: {}\n", map[string]string{"SWITCHBOARD_SECRET_KEY": "", "SWITCHBOARD_ADMIN_KEY": clusterAdmin})
 	reg["name"] = "up2"
-	code, body := g3.rest(t, "POST", "/api/v1/aggregator/servers", reg)
+	code, body := g3.restAs(t, clusterAdmin, "POST", "/api/v1/aggregator/servers", reg)
 	if code != 422 || !strings.Contains(fmt.Sprint(body), "SWITCHBOARD_SECRET_KEY") {
 		t.Errorf("literal secret without a key: %d %v, want 422 naming SWITCHBOARD_SECRET_KEY", code, body)
 	}

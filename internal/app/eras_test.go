@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,4 +168,39 @@ func TestStatelessLogLevel(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLocalModeSecretKey: a local-mode gateway with no key configured makes
+// its own (0600, next to the store) on first use, so a server registered
+// with a literal env value is sealed and works, and again after a restart
+// on the same store.
+func TestLocalModeSecretKey(t *testing.T) {
+	dir := t.TempDir()
+	storePath := filepath.Join(dir, "switchboard.db")
+	env := map[string]string{"SWITCHBOARD_SECRET_KEY": ""}
+	g := startGatewayStore(t, "servers: {}\n", env, storePath)
+	code, body, err := g.tryRest("", "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "d", "transport_type": "STDIO", "auto_connect": true,
+		"connection_config": map[string]any{"command": "switchboard", "args": []string{"demo-server"},
+			"env": map[string]any{demoEnv: "1", "DEMO_TOKEN": "s3cr3t-literal"}},
+	})
+	if err != nil || code != 201 {
+		t.Fatalf("register with a literal env value: %d %v %v", code, body, err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "switchboard.key"))
+	if err != nil {
+		t.Fatalf("no local key file: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+	raw, _ := os.ReadFile(storePath)
+	if bytes.Contains(raw, []byte("s3cr3t-literal")) {
+		t.Error("the literal env value is in the store in clear")
+	}
+	waitFor(t, "d connected", func() bool { return g.serverByName(t, "d")["status"] == "CONNECTED" })
+	g.app.Close(context.Background())
+
+	g2 := startGatewayStore(t, "servers: {}\n", env, storePath)
+	waitFor(t, "d connected after a restart", func() bool { return g2.serverByName(t, "d")["status"] == "CONNECTED" })
 }
