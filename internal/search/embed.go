@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-mcp/switchboard/internal/openai"
 	"io"
 	"net/http"
 	"net/url"
@@ -47,19 +48,10 @@ func NewOpenAIEmbedder(cfg EmbeddingsConfig) (*OpenAIEmbedder, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("embeddings: model is required")
 	}
-	u, err := url.Parse(strings.TrimSpace(cfg.URL))
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+	u, err := openai.Endpoint(cfg.URL, "embeddings")
+	if err != nil {
 		return nil, fmt.Errorf("embeddings: url %q is not an http(s) URL", redactURL(cfg.URL))
 	}
-	path := strings.TrimRight(u.Path, "/")
-	switch {
-	case strings.HasSuffix(path, "/v1/embeddings"):
-	case strings.HasSuffix(path, "/v1"):
-		path += "/embeddings"
-	default:
-		path += "/v1/embeddings"
-	}
-	u.Path, u.RawPath = path, ""
 	e := &OpenAIEmbedder{
 		endpoint: u.String(),
 		safeURL:  u.Redacted(),

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/switchboard-mcp/switchboard/internal/textnorm"
 	"strings"
 )
 
@@ -211,7 +212,7 @@ func (lx *lexicon) baseForms(w string, fn func(word int)) {
 		try(stem + r.repl)
 		// "stopped", "running": WordNet lists these as exceptions; undoubling
 		// the final consonant covers them.
-		if r.repl == "" && len(stem) >= 3 && stem[len(stem)-1] == stem[len(stem)-2] && !isVowel(stem[len(stem)-1]) {
+		if r.repl == "" && len(stem) >= 3 && stem[len(stem)-1] == stem[len(stem)-2] && !textnorm.IsVowel(stem[len(stem)-1]) {
 			try(stem[:len(stem)-1])
 		}
 	}

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchboard-mcp/switchboard/internal/openai"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -112,23 +112,10 @@ func cmpOr[T comparable](v, def T) T {
 // chatEndpoint accepts the forms operators paste: a base URL, a /v1 base or
 // the full chat completions path.
 func chatEndpoint(raw string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
+	u, err := openai.Endpoint(raw, "chat/completions")
 	if err != nil {
-		return "", fmt.Errorf("url: %w", err)
+		return "", err
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", fmt.Errorf("url %q: want an http or https URL with a host", u.Redacted())
-	}
-	p := strings.TrimRight(u.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/chat/completions"):
-	case strings.HasSuffix(p, "/v1"):
-		p += "/chat/completions"
-	default:
-		p += "/v1/chat/completions"
-	}
-	u.Path = p
-	u.RawPath = ""
 	return u.String(), nil
 }
 

@@ -86,12 +86,12 @@ func TestTokenize(t *testing.T) {
 	}{
 		{"getTinyImage", []string{"tiny", "imag"}},
 		{"get-tiny-image", []string{"tiny", "imag"}},
-		{"read_text_file", []string{"read", "text", "fil"}},
+		{"read_text_file", []string{"read", "text", "file"}},
 		{"github.create_issue", []string{"github", "issu"}},
 		{"Create a new issue in a GitHub repository", []string{"issu", "github", "repository"}},
 		{"HTTPServer sampleLLM", []string{"http", "sampl", "llm"}}, // "server" is a stop word
-		{"list_directory_with_sizes", []string{"directory", "siz"}},
-		{"Searches files; running queries", []string{"search", "fil", "run", "query"}},
+		{"list_directory_with_sizes", []string{"directory", "size"}},
+		{"Searches files; running queries", []string{"search", "file", "run", "query"}},
 		{"k8s_pods repo", []string{"kubernet", "pod", "repository"}},
 		{"", nil},
 	}

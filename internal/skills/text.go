@@ -1,6 +1,7 @@
 package skills
 
 import (
+	"github.com/switchboard-mcp/switchboard/internal/textnorm"
 	"strings"
 	"unicode"
 )
@@ -109,44 +110,9 @@ var abbreviations = map[string][]string{
 	"pg":    {"postgres"},
 }
 
-// stem strips common English inflections so "files", "issues", "created" and
-// "creating" meet "file", "issue" and "create". It is deliberately crude (no
-// Porter rules): both sides of every comparison go through it, so it only has
-// to be consistent, not linguistically right.
-func stem(w string) string {
-	if len(w) <= 3 {
-		return w
-	}
-	switch {
-	case strings.HasSuffix(w, "ies") && len(w) > 4:
-		w = w[:len(w)-3] + "y"
-	case strings.HasSuffix(w, "sses"):
-		w = w[:len(w)-2]
-	case strings.HasSuffix(w, "ches"), strings.HasSuffix(w, "shes"), strings.HasSuffix(w, "xes"):
-		w = w[:len(w)-2]
-	case strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss") && !strings.HasSuffix(w, "us") && !strings.HasSuffix(w, "is"):
-		w = w[:len(w)-1]
-	}
-	switch {
-	case strings.HasSuffix(w, "ing") && len(w) >= 6:
-		w = undouble(w[:len(w)-3])
-	case strings.HasSuffix(w, "ed") && len(w) >= 5:
-		w = undouble(w[:len(w)-2])
-	}
-	if strings.HasSuffix(w, "e") && len(w) > 3 {
-		w = w[:len(w)-1]
-	}
-	return w
-}
-
-// undouble turns "runn" (from "running") into "run".
-func undouble(w string) string {
-	n := len(w)
-	if n >= 3 && w[n-1] == w[n-2] && !strings.ContainsRune("aeiouls", rune(w[n-1])) {
-		return w[:n-1]
-	}
-	return w
-}
+// stem is the stemmer search uses too ([textnorm.Stem]): a word means the
+// same to the classifier and to the index.
+func stem(w string) string { return textnorm.Stem(w) }
 
 // stopWords carry no evidence for any skill: English function words and the
 // CRUD verbs every tool uses ("get", "list", "create", "delete").
