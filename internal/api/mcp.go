@@ -503,7 +503,7 @@ func (h *handler) invokeTool(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if res.IsError {
-		out.Error = toolErrorText(res)
+		out.Error = invoke.ToolErrorText(res.CallToolResult, 0)
 		out.ErrorCode = "tool_error"
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -536,16 +536,3 @@ func resultJSON(res *invoke.Result) (json.RawMessage, error) {
 	return json.Marshal(&ctr)
 }
 
-// toolErrorText is the text a tool put in its isError result.
-func toolErrorText(res *invoke.Result) string {
-	var parts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, t.Text)
-		}
-	}
-	if len(parts) == 0 {
-		return "the tool reported an error"
-	}
-	return strings.Join(parts, "\n")
-}

@@ -768,19 +768,31 @@ const summaryInputMax = 64 << 10
 
 // toolErrorText is the text of an isError result, bounded, for the audit
 // record's error column.
-func toolErrorText(r *mcp.CallToolResult) string {
+func toolErrorText(r *mcp.CallToolResult) string { return ToolErrorText(r, summaryMax) }
+
+// ToolErrorText is the text a tool put in its isError result: its text
+// blocks, one per line, cut at max bytes (0: no bound) on a rune boundary;
+// "the tool reported an error" when it has none. Every door reports a tool's
+// error with it: the REST answer and the audit record say the same.
+func ToolErrorText(r *mcp.CallToolResult, max int) string {
 	var b strings.Builder
 	for _, c := range r.Content {
 		if t, ok := c.(*mcp.TextContent); ok {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
 			b.WriteString(t.Text)
 		}
-		if b.Len() >= summaryMax {
+		if max > 0 && b.Len() >= max {
 			break
 		}
 	}
 	s := b.String()
-	if len(s) > summaryMax {
-		s = s[:summaryMax]
+	if s == "" {
+		return "the tool reported an error"
+	}
+	if max > 0 && len(s) > max {
+		s = s[:max]
 	}
 	return strings.ToValidUTF8(s, "")
 }
