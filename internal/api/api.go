@@ -298,15 +298,26 @@ func (h *handler) wrap(fn apiFunc) http.Handler {
 
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := toError(err)
+	if e.Status >= 500 {
+		h.logger.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
+	}
+	WriteError(w, e)
+}
+
+// WriteError writes e in the API's one error shape, with its status and
+// Retry-After; the gateway's routes outside the API (authentication, the
+// per-server endpoints) answer with it too.
+func WriteError(w http.ResponseWriter, e *Error) {
 	if e.RetryAfter > 0 {
 		// Whole seconds, rounded up: a client waiting the floor would be
 		// refused again.
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
 	}
-	if e.Status >= 500 {
-		h.logger.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "code", e.Code, "error", e.Message)
+	status := e.Status
+	if status == 0 {
+		status = http.StatusInternalServerError
 	}
-	writeJSON(w, e.Status, map[string]any{"error": e})
+	writeJSON(w, status, map[string]any{"error": e})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

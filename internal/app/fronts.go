@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -90,10 +89,8 @@ func (s *frontSet) close() {
 
 // writeNotFound answers in the REST API's error shape.
 func writeNotFound(w http.ResponseWriter, name string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusNotFound)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": api.Error{
-		Code: api.CodeServerNotFound, Message: fmt.Sprintf("server %q not found", name)}})
+	api.WriteError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
+		Message: fmt.Sprintf("server %q not found", name)})
 }
 
 // existing returns the server's transparent front if one was built.

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/switchboard-mcp/switchboard/internal/audit"
+	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
@@ -349,9 +350,7 @@ func hasBearer(r *http.Request) bool {
 
 // writeJSONError writes the API's error shape outside the API handler.
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, "{\"error\":{\"code\":%q,\"message\":%q}}\n", code, msg)
+	api.WriteError(w, &api.Error{Status: status, Code: code, Message: msg})
 }
 
 // replicaName identifies this gateway process in audit rows.
