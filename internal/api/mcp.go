@@ -535,4 +535,3 @@ func resultJSON(res *invoke.Result) (json.RawMessage, error) {
 	}
 	return json.Marshal(&ctr)
 }
-
