@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
+	"github.com/switchboard-mcp/switchboard/internal/tlsserve"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 	"github.com/switchboard-mcp/switchboard/internal/web"
 )
@@ -48,6 +49,9 @@ type Options struct {
 	// NoListener says the gateway serves no network listener (stdio), so
 	// the listen address does not decide the authentication mode.
 	NoListener bool
+	// CertPollInterval is how often the certificate files of
+	// settings.listen_tls are checked for a change; 0 = every 5s.
+	CertPollInterval time.Duration
 }
 
 // App is a running gateway. Build it with [New]; [App.Start] connects the
@@ -70,6 +74,10 @@ type App struct {
 	cluster *cluster
 	browser *httpguard.Guard // Host, Origin and body checks of every route
 	esc     *escalation.Service
+	// tls serves settings.listen_tls (nil: plain HTTP); its watcher runs
+	// until Close.
+	tls      *tlsserve.Source
+	tlsWatch sync.WaitGroup
 	// manifests are the tool manifests registered through the API.
 	manifests manifests
 	cancel    context.CancelFunc
@@ -106,6 +114,16 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPlainHTTP(cfg, listen); err != nil {
+		return nil, err
+	}
+	var certs *tlsserve.Source
+	if t := s.ListenTLS; t != nil && listen != "" {
+		var err error
+		if certs, err = newCertSource(cfg, o); err != nil {
+			return nil, err
+		}
+	}
 	browser, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
@@ -122,7 +140,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard, browser: browser}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard, browser: browser, tls: certs}
+	if certs != nil {
+		a.tlsWatch.Go(func() { certs.Run(bg) })
+	}
 	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
 	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
 	a.reg.guard = guard
@@ -347,9 +368,16 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:    slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
+	serve := srv.Serve
+	if a.tls != nil {
+		// The certificate comes from the source on each handshake;
+		// ServeTLS adds HTTP/2 to the config's protocols.
+		srv.TLSConfig = a.tls.TLSConfig()
+		serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
@@ -377,6 +405,7 @@ func (a *App) Close(ctx context.Context) {
 	if a.cancel != nil {
 		a.cancel()
 	}
+	a.tlsWatch.Wait() // the certificate watcher stops with the cancel above
 	if a.front != nil {
 		a.front.Close()
 	}
@@ -424,7 +453,7 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) error {
 		return fmt.Errorf("listening on %s: %w", cfg.Settings.Listen, err)
 	}
 	a.logger.Info("switchboard listening", "addr", ln.Addr().String(),
-		"mcp", "http://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", store.RedactDSN(cfg.Settings.Store))
+		"mcp", a.scheme()+"://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", store.RedactDSN(cfg.Settings.Store))
 	a.Start()
 	wctx, stop := context.WithCancel(ctx)
 	var watcher sync.WaitGroup

@@ -37,7 +37,7 @@ func (a *App) replicaAddr(ctx context.Context, id string) (string, error) {
 		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 			host = r.Host
 		}
-		return "http://" + net.JoinHostPort(host, port), nil
+		return a.scheme() + "://" + net.JoinHostPort(host, port), nil
 	}
 	return "", fmt.Errorf("replica %s is not alive", id)
 }

@@ -191,6 +191,12 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 	if warning != "" {
 		a.logger.Warn(warning)
 	}
+	if w := plainHTTPWarning(cfg, listen); w != "" {
+		a.logger.Warn(w, "listen", listen)
+	}
+	// Mutual TLS: a client certificate verified by the listener is a
+	// credential, in every auth mode.
+	ic.ClientCerts = a.tls != nil && cfg.Settings.ListenTLS.ClientCAFile != ""
 	if ic.AdminKey != "" {
 		a.logger.Info("admin key from the environment is active", "env", AdminKeyEnv)
 	}
@@ -333,15 +339,33 @@ func (a *App) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		r = r.WithContext(authz.WithIdentity(r.Context(), id))
-		if !hasBearer(r) {
+		bearer := hasBearer(r)
+		if !bearer && id.Method != "mtls" {
 			next.ServeHTTP(w, r)
 			return
 		}
 		ti := &auth.TokenInfo{UserID: id.ID, Extra: map[string]any{front.IdentityExtraKey: id}}
-		auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) { return ti, nil },
-			&auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next).ServeHTTP(w, r)
+		bind := auth.RequireBearerToken(func(context.Context, string, *http.Request) (*auth.TokenInfo, error) { return ti, nil },
+			&auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+		if bearer {
+			bind(next).ServeHTTP(w, r)
+			return
+		}
+		// A client certificate binds sessions too, but the SDK only takes
+		// the session's owner from a bearer: hand it a placeholder, removed
+		// before the request goes on, so nothing downstream sees one.
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+certPlaceholder)
+		bind(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Del("Authorization")
+			next.ServeHTTP(w, r)
+		})).ServeHTTP(w, r)
 	})
 }
+
+// certPlaceholder is the bearer under which a client-certificate identity
+// passes the SDK's session binding; see authenticate.
+const certPlaceholder = "mtls-client-certificate"
 
 func hasBearer(r *http.Request) bool {
 	h := r.Header.Get("Authorization")

@@ -47,7 +47,7 @@ type Identity struct {
 	// AllowServers, DenyServers and each server's default_access alone, and
 	// it needs no grant. Without it, the identity needs grants (seed 000).
 	WorkspacePolicy bool `json:"workspace_policy"`
-	// Method is how the caller authenticated: "key", "jwt" or "local".
+	// Method is how the caller authenticated: "key", "jwt", "oauth", "mtls" or "local".
 	Method string `json:"method"`
 }
 

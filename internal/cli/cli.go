@@ -124,12 +124,15 @@ func tuneGC(getenv func(string) string) {
 // gatewayFlags are the flags shared by serve and stdio.
 type gatewayFlags struct {
 	config, listen, store, logLevel, logFormat string
+	tlsCert, tlsKey                            string // serve only
 }
 
 func (f *gatewayFlags) register(cmd *cobra.Command, withListen bool) {
 	cmd.Flags().StringVarP(&f.config, "config", "c", "", "config file (default ./switchboard.yaml if it exists, else the built-in demo config)")
 	if withListen {
 		cmd.Flags().StringVar(&f.listen, "listen", "", `listen address (default "127.0.0.1:8080"; env SWITCHBOARD_LISTEN)`)
+		cmd.Flags().StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate chain (settings.listen_tls.cert_file; needs --tls-key)")
+		cmd.Flags().StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of --tls-cert (settings.listen_tls.key_file)")
 	}
 	cmd.Flags().StringVar(&f.store, "store", "", `store DSN: a SQLite file path or a postgres:// URL (default "./switchboard.db"; env SWITCHBOARD_STORE)`)
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "", "log level: debug, info, warn, error (default info; env SWITCHBOARD_LOG_LEVEL)")
@@ -161,6 +164,20 @@ func (f *gatewayFlags) load(e *env) (*config.Config, error) {
 	}
 	if f.listen != "" {
 		cfg.Settings.Listen = f.listen
+	}
+	if f.tlsCert != "" || f.tlsKey != "" {
+		if f.tlsCert == "" || f.tlsKey == "" {
+			return nil, usageError{fmt.Errorf("--tls-cert and --tls-key go together")}
+		}
+		// The flags replace the files and keep the rest of listen_tls
+		// (client CA, minimum version) from the config.
+		t := config.ListenTLS{MinVersion: config.TLS12}
+		if cur := cfg.Settings.ListenTLS; cur != nil {
+			t = *cur
+			t.Pos = config.Pos{}
+		}
+		t.CertFile, t.KeyFile = f.tlsCert, f.tlsKey
+		cfg.Settings.ListenTLS = &t
 	}
 	if f.store != "" {
 		cfg.Settings.Store = f.store
@@ -219,6 +236,9 @@ Every route but the probes needs credentials (Authorization: Bearer <API key
 or JWT>), as the config's auth: section says. With no auth: section the
 gateway runs in local mode: requests without credentials from this machine
 act as the local admin, and it refuses to listen on a non-loopback address.
+A non-loopback listener serves HTTPS (settings.listen_tls, or --tls-cert and
+--tls-key; the files are re-read when they change) or, behind a
+TLS-terminating proxy, plain HTTP when settings.allow_plain_http is true.
 SWITCHBOARD_ADMIN_KEY, if set, is an admin API key from the start: use it to
 create the first keys (POST /api/v1/keys).
 

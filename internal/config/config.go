@@ -594,7 +594,50 @@ type Settings struct {
 	// how long a decision holds: an approval for the caller's retry, a
 	// denial against the same call. yaml approval_ttl_seconds, default 3600.
 	ApprovalTTL time.Duration
+
+	// ListenTLS (yaml listen_tls, env SWITCHBOARD_LISTEN_TLS) serves the
+	// listener over HTTPS; nil serves plain HTTP. See docs/deploy.md § TLS.
+	ListenTLS *ListenTLS
+	// AllowPlainHTTP (yaml allow_plain_http, default false) lets the
+	// gateway serve plain HTTP on a non-loopback address, for a gateway
+	// behind a TLS-terminating proxy: without it such a listener needs
+	// listen_tls, so that credentials never cross a network in clear by
+	// accident.
+	AllowPlainHTTP bool
 }
+
+// Values of ListenTLS.ClientAuth.
+const (
+	// ClientAuthRequest asks for a client certificate and verifies one
+	// that is sent; callers without one authenticate as before.
+	ClientAuthRequest = "request"
+	// ClientAuthRequire refuses the TLS handshake of a client without a
+	// certificate signed by the client CA.
+	ClientAuthRequire = "require"
+)
+
+// ListenTLS is settings.listen_tls: the certificate the gateway serves and,
+// optionally, the CA that signs client certificates (mutual TLS). The files
+// are read at start and re-read when they change.
+type ListenTLS struct {
+	CertFile     string `json:"cert_file"`                // PEM certificate chain, leaf first
+	KeyFile      string `json:"key_file"`                 // PEM private key of the leaf
+	ClientCAFile string `json:"client_ca_file,omitempty"` // PEM CA certificates; set = mutual TLS
+	// ClientAuth is ClientAuthRequest (default) or ClientAuthRequire;
+	// meaningful only with ClientCAFile.
+	ClientAuth string `json:"client_auth,omitempty"`
+	MinVersion string `json:"min_version"` // "1.2" (default) or "1.3"
+	// Pos is where listen_tls is written, so that errors found at start
+	// (unreadable files) point at it; zero when it came from the
+	// environment.
+	Pos Pos `json:"-"`
+}
+
+// TLS versions of ListenTLS.MinVersion.
+const (
+	TLS12 = "1.2"
+	TLS13 = "1.3"
+)
 
 // EffectiveRateLimitBurst returns the bucket size in effect: RateLimitBurst,
 // or when it is 0 the rate rounded up (at least 1), so a configured rate

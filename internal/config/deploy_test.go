@@ -32,4 +32,7 @@ func TestDeployConfigMapParses(t *testing.T) {
 	if cfg.Auth == nil {
 		t.Error("the deployed config listens on all interfaces without an auth section; the gateway would refuse to start")
 	}
+	if cfg.Settings.ListenTLS == nil && !cfg.Settings.AllowPlainHTTP {
+		t.Error("the deployed config listens on all interfaces over plain HTTP without allow_plain_http; the gateway would refuse to start")
+	}
 }

@@ -249,6 +249,10 @@ var settingDefs = []settingDef{
 		}
 		return strings.Join(bad, "; ")
 	}},
+	{"listen_tls", "SWITCHBOARD_LISTEN_TLS", func(s *Settings) any { return &s.ListenTLS }, func(s *Settings) string {
+		return checkListenTLS(s.ListenTLS)
+	}},
+	{"allow_plain_http", "SWITCHBOARD_ALLOW_PLAIN_HTTP", func(s *Settings) any { return &s.AllowPlainHTTP }, nil},
 	{"approval_ttl_seconds", "SWITCHBOARD_APPROVAL_TTL_SECONDS", func(s *Settings) any { return &s.ApprovalTTL }, func(s *Settings) string {
 		if s.ApprovalTTL < time.Second {
 			return "must be at least 1 second"
@@ -342,6 +346,9 @@ func (d *decoder) decodeSettings(n ast.Node, key string, s *Settings, src map[st
 		}
 		if d.decodeSetting(e.value, field, def.ptr(s)) {
 			src[def.key] = settingSource{file: true, pos: e.pos}
+			if t, ok := def.ptr(s).(**ListenTLS); ok && *t != nil {
+				(*t).Pos = e.pos // errors found at start point at the key
+			}
 		}
 	}
 }
@@ -395,6 +402,12 @@ func (d *decoder) decodeSetting(n ast.Node, field string, ptr any) bool {
 			*p = list
 		}
 		return ok
+	case **ListenTLS:
+		t, set, ok := d.decodeListenTLS(n, field)
+		if ok && set {
+			*p = t
+		}
+		return ok && set
 	case *time.Duration:
 		v, _, _, set, ok := d.number(n, field)
 		if !ok || !set {
@@ -463,6 +476,12 @@ func parseSetting(raw string, ptr any) string {
 			return fmt.Sprintf("invalid value %q: must be a number", raw)
 		}
 		*p = v
+	case **ListenTLS:
+		t, msg := parseListenTLS(raw)
+		if msg != "" {
+			return msg
+		}
+		*p = t
 	case *time.Duration:
 		v, err := strconv.ParseFloat(raw, 64)
 		if err != nil {

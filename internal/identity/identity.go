@@ -96,6 +96,10 @@ type Config struct {
 	JWT *JWTConfig
 	// OAuth is required in oauth mode and ignored otherwise.
 	OAuth *OAuthConfig
+	// ClientCerts accepts a TLS client certificate that the listener
+	// verified against its client CA (mutual TLS) as the credential of a
+	// request that carries no other: see [CertIdentity].
+	ClientCerts bool
 	// AdminKey is the SWITCHBOARD_ADMIN_KEY value: a bearer equal to it is
 	// the admin (ID "admin-key"), in every mode. "" disables it.
 	AdminKey string
@@ -127,6 +131,7 @@ func authErr(code, reason string) *Error { return &Error{Code: code, Reason: rea
 // to stop its JWKS refresher.
 type Authenticator struct {
 	mode     string
+	certs    bool              // Config.ClientCerts
 	adminSum [sha256.Size]byte // SHA-256 of AdminKey, so the compare is constant-time and length-blind
 	hasAdmin bool
 	keys     KeyStore
@@ -169,6 +174,7 @@ func New(cfg Config, keys KeyStore, opts *Options) (*Authenticator, error) {
 	}
 	a := &Authenticator{
 		mode:  cfg.Mode,
+		certs: cfg.ClientCerts,
 		keys:  keys,
 		log:   o.Logger,
 		clock: o.Clock,
@@ -323,6 +329,17 @@ func (a *Authenticator) Authenticate(r *http.Request) (authz.Identity, error) {
 		return authz.Identity{}, err
 	}
 	if !present {
+		// A bearer, when sent, wins: a caller behind a client certificate
+		// (a proxy, a sidecar) may act for several agents.
+		if a.certs && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+			id, err := CertIdentity(r.TLS.VerifiedChains[0][0])
+			if err != nil {
+				a.fail("mtls", err)
+				return authz.Identity{}, err
+			}
+			a.log.Debug("authenticated", "method", "mtls", "identity", id.ID)
+			return id, nil
+		}
 		if a.mode == ModeLocal && IsLoopback(r) {
 			return authz.LocalAdmin(), nil
 		}
