@@ -575,7 +575,7 @@ function serverFormPage(seq) {
     field('srv-env', 'Environment, NAME=VALUE per line', { rows: 3, 'data-field': 'env' }, 'Write secrets as ${VAR} references to the gateway\'s environment, e.g. API_TOKEN=${GITHUB_TOKEN}.'),
     field('srv-cwd', 'Working directory (optional)', { 'data-field': 'cwd' }));
   const httpBox = el('div', { hidden: true },
-    field('srv-url', 'URL', { 'data-field': 'url', placeholder: 'https://example.com/mcp' }),
+    field('srv-url', 'URL', { 'data-field': 'url', placeholder: 'the server\'s MCP endpoint, ending in /mcp or /sse' }),
     field('srv-headers', 'Headers, NAME=VALUE per line', { rows: 3, 'data-field': 'headers' }, 'Write secrets as ${VAR} references, e.g. Authorization=Bearer ${API_TOKEN}.'));
   transport.addEventListener('change', () => {
     stdioBox.hidden = transport.value !== 'stdio';
