@@ -203,6 +203,8 @@ type Options struct {
 	Pins Pins
 	// Escalations, if set, serves the escalations and approval requests.
 	Escalations Escalations
+	// Series, if set, serves GET /api/v1/stats/timeseries.
+	Series TimeSeries
 }
 
 // ClusterView is GET /api/v1/cluster: this replica and every live one.
@@ -248,6 +250,7 @@ type handler struct {
 	pins       Pins
 
 	escalations Escalations
+	series      TimeSeries
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -280,7 +283,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
 		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins,
-		escalations: o.Escalations}
+		escalations: o.Escalations, series: o.Series}
 	return h.routes()
 }
 

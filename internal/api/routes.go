@@ -55,6 +55,8 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/mcp/circuit-breakers", h.admin(h.listBreakers))
 	mux.Handle("GET /api/v1/mcp/metrics", h.admin(h.metrics))
 	mux.Handle("GET /api/v1/audit", h.admin(h.queryAudit))
+	// The last hour of traffic, in memory (docs/dashboard.md).
+	mux.Handle("GET /api/v1/stats/timeseries", h.admin(h.timeseries))
 
 	// Escalation and human approval (docs/escalation.md).
 	mux.Handle("GET /api/v1/escalations", h.admin(h.listEscalations))

@@ -38,6 +38,7 @@ func (a *App) apiHandler() http.Handler {
 		ToolStatus:    a.manifests.status,
 		Pins:          apiPins{a},
 		Escalations:   a.esc,
+		Series:        a.series,
 	})
 }
 

@@ -67,6 +67,8 @@ type App struct {
 	fronts  *frontSet // transparent per-server fronts
 	metrics *telemetry.Metrics
 	events  *telemetry.Bus
+	// series is the last hour of calls in memory, for the dashboard.
+	series  *telemetry.TimeSeries
 	guard   *netguard.Guard // the SSRF policy of every outbound fetch
 	reg     *registry
 	sec     *security
@@ -140,7 +142,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), guard: guard, browser: browser, tls: certs}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), series: telemetry.NewTimeSeries(nil), guard: guard, browser: browser, tls: certs}
 	if certs != nil {
 		a.tlsWatch.Go(func() { certs.Run(bg) })
 	}
@@ -157,6 +159,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
 	a.reg.metrics = a.metrics
+	a.reg.series = a.series
 	a.events = telemetry.NewBus()
 	a.reg.events = a.events
 	uo := &upstream.Options{

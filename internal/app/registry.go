@@ -76,6 +76,7 @@ type registry struct {
 	getenv func(string) string
 
 	metrics *telemetry.Metrics
+	series  *telemetry.TimeSeries
 	events  *telemetry.Bus
 	// guard refuses servers whose URLs the SSRF policy denies.
 	guard *netguard.Guard
@@ -626,6 +627,9 @@ func (r *registry) forgetLocal(ctx context.Context, rec *record) error {
 	}
 	if r.metrics != nil {
 		r.metrics.Forget(rec.def.Name)
+	}
+	if r.series != nil {
+		r.series.Forget(rec.def.Name)
 	}
 	r.events.Publish("server.removed", map[string]any{"server": rec.def.Name, "id": rec.id})
 	return nil

@@ -394,6 +394,7 @@ func (a *App) onCall(o invoke.Outcome) {
 	}
 	a.metrics.Call(server, outcomeLabel(o), o.Took)
 	a.metrics.Invocation(server, o.Tool, o.AgentID, o.Status, errorType(o), o.Attempts, o.Took)
+	a.series.Record(o.Server, o.Tool, o.Status != "success", o.Took)
 	a.events.Publish("invocation.completed", map[string]any{
 		"correlation_id": o.CorrelationID, "agent_id": o.AgentID, "server": o.Server, "tool": o.Tool,
 		"status": o.Status, "code": string(o.Code), "attempts": o.Attempts, "served_by": o.ServedBy,

@@ -188,6 +188,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	secret := make([]byte, 16)
 	_, _ = rand.Read(secret)
 	adminKey := "sb_test_admin_" + hex.EncodeToString(secret)
+	// The server the script adds in the UI takes its env value as a
+	// ${VAR} reference to the gateway's environment (a literal would need
+	// a secrets key to be sealed).
+	t.Setenv(demoEnv, "1")
 	srv := startGateway(t, adminKey)
 
 	artifacts := os.Getenv("SWITCHBOARD_ARTIFACTS")
@@ -230,7 +234,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("browser script: %v (screenshots in %s)", err, artifacts)
 	}
 
-	for _, name := range []string{"servers.png", "tool.png", "audit.png", "quarantine.png"} {
+	for _, name := range []string{"servers.png", "tool.png", "audit.png", "quarantine.png", "overview.png", "add-server.png", "add-server-error.png"} {
 		b, err := os.ReadFile(filepath.Join(artifacts, name))
 		if err != nil {
 			t.Errorf("screenshot: %v", err)

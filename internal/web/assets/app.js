@@ -5,6 +5,7 @@
 import { api, APIError, describe, EventStream, session } from './api.js';
 import { add, badge, el, fmtDuration, fmtTime, put } from './dom.js';
 import { schemaForm } from './form.js';
+import { lineChart } from './chart.js';
 
 const $ = (sel) => document.querySelector(sel);
 const main = $('#main');
@@ -88,6 +89,9 @@ function setAdmin(admin) {
 // ---- router ---------------------------------------------------------------
 
 const routes = [
+  [/^\/overview$/, adminOnly('Overview', overviewPage), 'overview'],
+  [/^\/servers\/new$/, adminOnly('Add a server', (m, seq) => serverFormPage(seq)), 'servers'],
+  [/^\/keys$/, adminOnly('API keys', keysPage), 'keys'],
   [/^\/servers\/(.+)$/, (m, seq) => serverPage(decodeURIComponent(m[1]), seq), 'servers'],
   [/^\/servers$/, (m, seq) => serversPage(m, seq), 'servers'],
   [/^\/tools\/(.+)$/, (m, seq) => toolPage(decodeURIComponent(m[1]), seq), 'tools'],
@@ -353,7 +357,8 @@ async function serversPage(_m, seq) {
   page('Servers',
     el('p', { class: 'muted' }, `${list.length} server${list.length === 1 ? '' : 's'}. Status changes appear here as they happen.`),
     t,
-    el('div', { class: 'actions' }, el('button', { type: 'button', class: 'secondary', onclick: refresh }, 'Refresh')));
+    el('div', { class: 'actions' }, el('button', { type: 'button', class: 'secondary', onclick: refresh }, 'Refresh'),
+      el('a', { href: '#/servers/new', class: 'button admin-only', id: 'add-server' }, 'Add a server')));
   render();
   onEvent((type, data) => {
     if (type === 'server.status_changed') {
@@ -480,11 +485,12 @@ async function serverPage(name, seq) {
     act('Restart', async () => { await api('POST', path + '/disconnect'); await api('POST', path + '/connect'); return 'Restarted: connecting again.'; }),
     act('Discover', async () => { const r = await api('POST', path + '/discover'); return `Discovered ${r.tool_count} tools.`; }));
 
+  const editBox = s.source === 'api' || s.default_access ? serverEditPanel(s, path) : null;
   const h = page('', );
   put(h, el('a', { href: '#/servers', class: 'muted', 'aria-label': 'Back to servers' }, 'Servers /'), ' ', s.name, ' ', statusBox);
   add(main, 
     s.description ? el('p', {}, s.description) : null,
-    actions, result,
+    actions, result, editBox,
     el('div', { class: 'grid2' },
       el('section', { 'aria-labelledby': 'h-details' }, el('h2', { id: 'h-details' }, 'Details'), details),
       el('section', { 'aria-labelledby': 'h-tools' }, el('h2', { id: 'h-tools' }, 'Tools'), toolsBox)),
@@ -504,6 +510,292 @@ async function serverPage(name, seq) {
     }
   });
   every(10000, () => { if (!state.live) reload(); });
+}
+
+// ---- adding, editing and removing servers -----------------------------------
+
+/** pairs parses "K=V" lines into an object; blank lines are skipped. */
+function pairs(text, what) {
+  const out = {};
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const i = line.indexOf('=');
+    if (i <= 0) throw new Error(`${what}: "${line}" is not NAME=VALUE`);
+    out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+/**
+ * showFieldErrors puts each of the API's validation problems
+ * (details.fields, 422 validation_failed) under the input it names, and
+ * the whole message at the top of the form; it returns how many it placed.
+ */
+function showFieldErrors(form, box, err) {
+  for (const n of form.querySelectorAll('.field-error')) n.remove();
+  for (const n of form.querySelectorAll('[aria-invalid]')) n.removeAttribute('aria-invalid');
+  put(box, message(describe(err)));
+  const fields = (err.details && err.details.fields) || [];
+  let placed = 0;
+  for (const f of fields) {
+    // Fields are config paths (servers[0].command, servers.x.url): the
+    // last segment names the input.
+    const last = String(f.field || '').split(/[.[\]]/).filter(Boolean).pop() || '';
+    const input = form.querySelector(`[data-field="${last}"]`);
+    if (!input) continue;
+    input.setAttribute('aria-invalid', 'true');
+    const id = `${input.id}-error`;
+    input.setAttribute('aria-describedby', id);
+    input.closest('.field').append(el('p', { class: 'field-error', id }, f.message));
+    placed++;
+  }
+  return placed;
+}
+
+function field(id, label, attrs = {}, hint) {
+  const tag = attrs.rows ? 'textarea' : 'input';
+  const hid = hint ? id + '-hint' : null;
+  return el('div', { class: 'field' }, el('label', { for: id }, label),
+    el(tag, { id, name: id, type: tag === 'input' ? 'text' : null, autocomplete: 'off', 'aria-describedby': hid, ...attrs }),
+    hint ? el('p', { class: 'hint', id: hid }, hint) : null);
+}
+
+/**
+ * serverFormPage registers a runtime server (POST
+ * /api/v1/aggregator/servers). Env values and headers may be ${VAR}
+ * references, resolved by the gateway, so no secret needs to be typed in
+ * clear; literal values are sealed by the gateway when it has a key.
+ */
+function serverFormPage(seq) {
+  const box = el('div', { 'aria-live': 'polite' });
+  const transport = el('select', { id: 'srv-transport', 'data-field': 'transport' },
+    [['stdio', 'stdio (a local command)'], ['http', 'Streamable HTTP'], ['sse', 'SSE']].map(([v, l]) => el('option', { value: v }, l)));
+  const stdioBox = el('div', {},
+    field('srv-command', 'Command', { 'data-field': 'command', placeholder: 'npx' }),
+    field('srv-args', 'Arguments, one per line', { rows: 3, 'data-field': 'args', placeholder: '-y\n@modelcontextprotocol/server-memory' }),
+    field('srv-env', 'Environment, NAME=VALUE per line', { rows: 3, 'data-field': 'env' }, 'Write secrets as ${VAR} references to the gateway\'s environment, e.g. API_TOKEN=${GITHUB_TOKEN}.'),
+    field('srv-cwd', 'Working directory (optional)', { 'data-field': 'cwd' }));
+  const httpBox = el('div', { hidden: true },
+    field('srv-url', 'URL', { 'data-field': 'url', placeholder: 'the server\'s MCP endpoint, ending in /mcp or /sse' }),
+    field('srv-headers', 'Headers, NAME=VALUE per line', { rows: 3, 'data-field': 'headers' }, 'Write secrets as ${VAR} references, e.g. Authorization=Bearer ${API_TOKEN}.'));
+  transport.addEventListener('change', () => {
+    stdioBox.hidden = transport.value !== 'stdio';
+    httpBox.hidden = transport.value === 'stdio';
+  });
+  const form = el('form', { class: 'panel', id: 'server-form', 'aria-labelledby': 'h-srv', novalidate: true },
+    el('h2', { id: 'h-srv' }, 'Definition'),
+    field('srv-name', 'Name', { required: true, 'data-field': 'name', placeholder: 'memory' }),
+    field('srv-description', 'Description (optional)', { 'data-field': 'description' }),
+    el('div', { class: 'field' }, el('label', { for: 'srv-transport' }, 'Transport'), transport),
+    stdioBox, httpBox,
+    field('srv-health', 'Health check URL (optional)', { 'data-field': 'health_check_url' }, 'An HTTP URL probed on top of MCP pings; leave empty to rely on pings.'),
+    el('div', { class: 'field' }, el('label', { for: 'srv-access' }, 'Default access'),
+      el('select', { id: 'srv-access', 'data-field': 'default_access' }, el('option', { value: '' }, '(gateway default)'),
+        el('option', { value: 'allow' }, 'allow'), el('option', { value: 'deny' }, 'deny'))),
+    el('div', { class: 'field inline' }, el('input', { type: 'checkbox', id: 'srv-connect', checked: true }), el('label', { for: 'srv-connect' }, 'Connect now')),
+    box,
+    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Add server'), el('a', { href: '#/servers', class: 'muted' }, 'Cancel')));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const v = (id) => form.querySelector('#' + id).value.trim();
+    let req;
+    try {
+      const cc = {};
+      if (transport.value === 'stdio') {
+        cc.command = v('srv-command');
+        cc.args = v('srv-args').split('\n').map((s) => s.trim()).filter(Boolean);
+        cc.env = pairs(v('srv-env'), 'Environment');
+        if (v('srv-cwd')) cc.cwd = v('srv-cwd');
+      } else {
+        cc.url = v('srv-url');
+        cc.headers = pairs(v('srv-headers'), 'Headers');
+      }
+      req = { name: v('srv-name'), description: v('srv-description'), transport_type: transport.value, connection_config: cc,
+        health_check_url: v('srv-health'), default_access: v('srv-access'), auto_connect: form.querySelector('#srv-connect').checked };
+    } catch (err) {
+      put(box, message(err.message));
+      return;
+    }
+    const button = form.querySelector('button[type=submit]');
+    button.disabled = true;
+    put(box, message('Adding…', 'info'));
+    try {
+      const s = await api('POST', '/api/v1/aggregator/servers', req);
+      if (!current(seq)) return;
+      announce(`Added ${s.name}.`);
+      location.hash = `#/servers/${enc(s.name)}`;
+    } catch (err) {
+      noteForbidden(err);
+      showFieldErrors(form, box, err);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  page('Add a server', el('p', { class: 'muted' }, 'A server added here is stored by the gateway and survives restarts; the config file is left alone.'), form);
+}
+
+/**
+ * serverEditPanel renames a runtime server, sets default_access (PATCH; a
+ * config-file server gets an override) and removes a runtime server.
+ */
+function serverEditPanel(s, path) {
+  const box = el('div', { 'aria-live': 'polite' });
+  const runtime = s.source === 'api';
+  const form = el('form', { class: 'panel admin-only', id: 'server-edit', 'aria-labelledby': 'h-edit' },
+    el('h2', { id: 'h-edit' }, 'Edit'),
+    runtime ? field('edit-name', 'Name', { value: s.name, 'data-field': 'name' }) : null,
+    el('div', { class: 'field' }, el('label', { for: 'edit-access' }, 'Default access'),
+      el('select', { id: 'edit-access', 'data-field': 'default_access' },
+        ['allow', 'deny'].map((a) => el('option', { value: a, selected: a === (s.default_access || 'allow') }, a)))),
+    box,
+    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Save'),
+      runtime ? el('button', { type: 'button', class: 'danger', id: 'remove-server', onclick: async () => {
+        if (!confirm(`Remove ${s.name}? Its process stops and its tools leave the catalog.`)) return;
+        try {
+          await api('DELETE', path);
+          announce(`Removed ${s.name}.`);
+          location.hash = '#/servers';
+        } catch (err) { put(box, message(describe(err))); }
+      } }, 'Remove server') : null));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    try {
+      let fresh = s;
+      const name = runtime ? form.querySelector('#edit-name').value.trim() : s.name;
+      const access = form.querySelector('#edit-access').value;
+      // The API takes one change per PATCH.
+      if (access !== (s.default_access || 'allow')) fresh = await api('PATCH', path, { default_access: access });
+      if (name !== s.name) fresh = await api('PATCH', path, { name });
+      put(box, message('Saved.', 'ok'));
+      if (fresh.name !== s.name) location.hash = `#/servers/${enc(fresh.name)}`;
+    } catch (err) {
+      noteForbidden(err);
+      showFieldErrors(form, box, err);
+    }
+  });
+  return form;
+}
+
+// ---- API keys -----------------------------------------------------------------
+
+/** keysPage lists, creates (the secret shown once) and revokes API keys. */
+async function keysPage(_m, seq) {
+  const listBox = el('div');
+  const created = el('div', { 'aria-live': 'polite' });
+  const load = async () => {
+    try {
+      const body = await api('GET', '/api/v1/keys');
+      if (!current(seq)) return;
+      const keys = body.keys || body || [];
+      put(listBox, keys.length === 0 ? el('p', { class: 'muted' }, 'No keys.')
+        : table(['Key', 'Agent', 'Admin', 'Workspace', 'Created', 'Expires', ''], keys.map((k) => el('tr', {},
+          el('td', { class: 'mono' }, (k.prefix || k.id) + '…'), el('td', {}, k.agent_id || ''), el('td', {}, k.admin ? 'yes' : ''), el('td', {}, k.workspace || ''),
+          el('td', {}, fmtTime(k.created_at)), el('td', {}, k.expires_at ? fmtTime(k.expires_at) : 'never'),
+          el('td', {}, k.revoked_at ? 'revoked' : el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke key ${k.prefix || k.id} of ${k.agent_id}`, onclick: async () => {
+            if (!confirm(`Revoke ${k.prefix || k.id}…? Callers using it are refused at once.`)) return;
+            try { await api('DELETE', `/api/v1/keys/${enc(k.id)}`); put(created, message('Revoked.', 'ok')); load(); } catch (err) { put(created, message(describe(err))); }
+          } }, 'Revoke')))), 'API keys'));
+    } catch (err) { put(listBox, message(describe(err))); }
+  };
+  const form = el('form', { class: 'panel', id: 'key-form', 'aria-labelledby': 'h-newkey' },
+    el('h2', { id: 'h-newkey' }, 'Create a key'),
+    field('key-agent', 'Agent ID', { required: true, 'data-field': 'agent_id' }),
+    field('key-workspace', 'Workspace (optional)', { 'data-field': 'workspace' }),
+    el('div', { class: 'field inline' }, el('input', { type: 'checkbox', id: 'key-admin' }), el('label', { for: 'key-admin' }, 'Admin')),
+    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Create key')));
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const v = (id) => form.querySelector('#' + id).value.trim();
+    const req = { agent_id: v('key-agent'), admin: form.querySelector('#key-admin').checked };
+    if (v('key-workspace')) req.workspace = v('key-workspace');
+    try {
+      const k = await api('POST', '/api/v1/keys', req);
+      form.reset();
+      put(created, el('div', { class: 'msg ok', role: 'status' }, 'Key created. Copy it now: it is not shown again.',
+        el('pre', { id: 'new-key', class: 'mono' }, k.key)));
+      load();
+    } catch (err) { showFieldErrors(form, created, err); }
+  });
+  page('API keys', el('p', { class: 'muted' }, 'Grants of tools to agents are on the Policies page.'), created, form,
+    el('section', { 'aria-labelledby': 'h-keys' }, el('h2', { id: 'h-keys' }, 'Keys'), listBox));
+  await load();
+}
+
+// ---- overview -------------------------------------------------------------
+
+const WINDOWS = [['5m', '5 minutes'], ['15m', '15 minutes'], ['1h', '1 hour']];
+
+/** seriesPoints turns a series' points into [t ms, value] pairs of f. */
+const seriesPoints = (s, f) => s.points.map((p) => [Date.parse(p.t), f(p, s.step_seconds)]);
+const perSecond = (p, step) => p.calls / step;
+const errorPct = (p) => (p.calls ? (100 * p.errors) / p.calls : 0);
+
+/**
+ * overviewPage charts the last hour of traffic from the gateway's
+ * in-memory series (GET /api/v1/stats/timeseries): the gateway as a whole,
+ * each server, and the busiest tools. A finished call (the
+ * invocation.completed event) redraws it, at most once a second.
+ */
+async function overviewPage(_m, seq) {
+  let win = sessionStorage.getItem('sb.overview.window') || '1h';
+  const charts = el('div', { id: 'overview-charts', 'aria-live': 'off' });
+  const status = el('div', { 'aria-live': 'polite' });
+  const picker = el('select', { id: 'overview-window' }, WINDOWS.map(([v, l]) => el('option', { value: v, selected: v === win }, l)));
+  const section = (id, title, ...body) => el('section', { 'aria-labelledby': id }, el('h2', { id }, title), ...body);
+  const draw = (a) => {
+    const to = Date.parse(a.end), from = to - a.window_seconds * 1000;
+    const gw = a.series.find((s) => s.scope === 'gateway');
+    const servers = a.series.filter((s) => s.scope === 'server');
+    const tools = a.series.filter((s) => s.scope === 'tool');
+    const chart = (id, title, unit, list, f) => lineChart({ id, title, unit, from, to, series: list.map((s) => ({ label: s.name, points: seriesPoints(s, f) })) });
+    const total = gw ? gw.calls : 0;
+    put(charts,
+      section('h-ov-gw', 'Gateway',
+        el('p', { class: 'muted', id: 'overview-totals' }, gw ? `${total} call${total === 1 ? '' : 's'}, ${gw.errors} failed, p50 ${gw.p50_ms} ms, p95 ${gw.p95_ms} ms over the window.` : ''),
+        gw ? el('div', { class: 'charts' },
+          chart('chart-calls', 'Calls per second', '/s', [gw], perSecond),
+          chart('chart-errors', 'Error rate', ' %', [gw], errorPct),
+          lineChart({ id: 'chart-latency', title: 'Latency', unit: ' ms', from, to, series: [
+            { label: 'p50', points: seriesPoints(gw, (p) => p.p50_ms) },
+            { label: 'p95', points: seriesPoints(gw, (p) => p.p95_ms) }] })) : null),
+      section('h-ov-servers', 'Servers', servers.length === 0 ? el('p', { class: 'muted' }, 'No calls in this window.')
+        : el('div', { class: 'charts' },
+          chart('chart-server-calls', 'Calls per second', '/s', servers, perSecond),
+          chart('chart-server-errors', 'Error rate', ' %', servers, errorPct),
+          chart('chart-server-p95', 'p95 latency', ' ms', servers, (p) => p.p95_ms))),
+      section('h-ov-tools', 'Top tools', tools.length === 0 ? el('p', { class: 'muted' }, 'No calls in this window.') : [
+        el('div', { class: 'charts' },
+          chart('chart-tool-calls', 'Calls per second', '/s', tools, perSecond),
+          chart('chart-tool-p95', 'p95 latency', ' ms', tools, (p) => p.p95_ms)),
+        table(['Tool', 'Server', 'Calls', 'Failed', 'p50 ms', 'p95 ms'], tools.map((s) => el('tr', {},
+          el('td', { class: 'mono' }, el('a', { href: `#/tools/${enc(s.name)}` }, s.name)), el('td', {}, s.server || ''),
+          el('td', { class: 'num' }, String(s.calls)), el('td', { class: 'num' }, String(s.errors)),
+          el('td', { class: 'num' }, String(s.p50_ms)), el('td', { class: 'num' }, String(s.p95_ms)))), 'Busiest tools over the window')]));
+  };
+  const load = async () => {
+    try {
+      const a = await api('GET', `/api/v1/stats/timeseries?window=${enc(win)}&top=5`);
+      if (!current(seq)) return;
+      draw(a);
+      put(status);
+    } catch (err) {
+      if (current(seq)) put(status, message(describe(err)));
+    }
+  };
+  picker.addEventListener('change', () => { win = picker.value; sessionStorage.setItem('sb.overview.window', win); load(); });
+  page('Overview',
+    el('p', { class: 'muted' }, 'Traffic through the gateway, kept in memory for the last hour (it starts empty when the gateway restarts).'),
+    el('div', { class: 'field inline' }, el('label', { for: 'overview-window' }, 'Window'), picker),
+    status, charts);
+  await load();
+  // Redraw on finished calls, at most once a second; poll when the events
+  // stream is down, and every 10 s anyway so the time axis moves on.
+  let pending = null;
+  onLeave(() => clearTimeout(pending));
+  onEvent((type) => {
+    if (type !== 'invocation.completed' || pending) return;
+    pending = setTimeout(() => { pending = null; load(); }, 1000);
+  });
+  every(10000, load);
 }
 
 // ---- tools ----------------------------------------------------------------

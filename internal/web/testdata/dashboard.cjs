@@ -156,6 +156,77 @@ async function main() {
     await page.locator('#main table').getByText('server.disconnect').first().waitFor();
     await page.screenshot({ path: path.join(artifacts, 'audit.png') });
 
+    step('the overview charts the calls, live');
+    await page.getByRole('link', { name: 'Overview', exact: true }).click();
+    await page.locator('#chart-calls svg').waitFor();
+    const totalOf = async () => Number(((await page.locator('#overview-totals').innerText()).match(/^(\d+) call/) || [0, 0])[1]);
+    const before = await totalOf();
+    for (let i = 0; i < 50; i++) await rest('POST', '/api/v1/tools/call', { name: 'demo.echo', arguments: { text: `call ${i}` } });
+    // No reload: the invocation.completed events redraw the page.
+    await page.waitForFunction((n) => {
+      const m = (document.querySelector('#overview-totals') || {}).textContent || '';
+      return Number((m.match(/^(\d+) call/) || [0, 0])[1]) >= n;
+    }, before + 50);
+    for (const id of ['chart-calls', 'chart-latency', 'chart-server-calls', 'chart-tool-calls']) {
+      const n = Number(await page.locator(`#${id} svg`).getAttribute('data-points'));
+      check(n > 0, `chart ${id} has points with data, got ${n}`);
+    }
+    check(await page.locator('#chart-tool-calls polyline[data-series="demo.echo"]').count() === 1, 'demo.echo is among the top tools');
+    await page.screenshot({ path: path.join(artifacts, 'overview.png'), fullPage: true });
+
+    step('a server added in the UI connects');
+    await page.getByRole('link', { name: 'Servers', exact: true }).click();
+    await page.getByRole('link', { name: 'Add a server' }).click();
+    await page.getByLabel('Name', { exact: true }).fill('added');
+    await page.getByLabel('Command').fill('switchboard');
+    await page.getByLabel('Arguments, one per line').fill('demo-server');
+    await page.getByLabel('Environment, NAME=VALUE per line').fill('SWITCHBOARD_TEST_RUN_DEMO=${SWITCHBOARD_TEST_RUN_DEMO}'); // a reference, resolved by the gateway
+    await page.screenshot({ path: path.join(artifacts, 'add-server.png') });
+    await page.getByRole('button', { name: 'Add server' }).click();
+    await page.locator('#server-status').getByText('CONNECTED', { exact: true }).waitFor();
+    const added = await rest('GET', '/api/v1/aggregator/servers/added');
+    check(added.source === 'api' && added.tool_count > 0, `the added server is a runtime server with tools, got ${added.source}, ${added.tool_count}`);
+
+    step('edit the added server: default access deny');
+    await page.locator('#edit-access').selectOption('deny');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.locator('#server-edit').getByText('Saved.').waitFor();
+    check((await rest('GET', '/api/v1/aggregator/servers/added')).default_access === 'deny', 'the gateway applied default_access');
+
+    step('remove the added server');
+    page.once('dialog', (d) => d.accept());
+    await page.getByRole('button', { name: 'Remove server' }).click();
+    await page.locator('#servers').waitFor();
+    check(await page.locator('#servers tr[data-server="added"]').count() === 0, 'the removed server left the list');
+
+    step("an invalid definition shows the API's error inline");
+    await page.getByRole('link', { name: 'Add a server' }).click();
+    await page.getByLabel('Name', { exact: true }).fill('broken');
+    await page.getByRole('button', { name: 'Add server' }).click();
+    const fieldError = page.locator('#server-form .field-error').first();
+    await fieldError.waitFor();
+    check(await page.locator('#server-form [aria-invalid="true"]').count() > 0, 'the field at fault is marked invalid');
+    await page.locator('#server-form .msg.error').waitFor();
+    await page.screenshot({ path: path.join(artifacts, 'add-server-error.png') });
+
+    step('an API key is created (shown once) and revoked');
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.getByLabel('Agent ID').fill('ui-made');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const secret = (await page.locator('#new-key').innerText()).trim();
+    check(secret.length > 20, 'the new key is shown');
+    const who = await fetch(origin + '/api/v1/tools', { headers: { Authorization: 'Bearer ' + secret } });
+    check(who.status === 200, `the new key works, got ${who.status}`);
+    const revoke = page.getByRole('button', { name: /^Revoke key .* of ui-made$/ });
+    page.once('dialog', (d) => d.accept());
+    await revoke.click();
+    await page.getByText('Revoked.').waitFor();
+    const after = await fetch(origin + '/api/v1/tools', { headers: { Authorization: 'Bearer ' + secret } });
+    check(after.status === 401, `the revoked key is refused, got ${after.status}`);
+    await page.reload();
+    await page.locator('#key-form').waitFor();
+    check(await page.locator('#new-key').count() === 0, 'the key is not shown again');
+
     step('a call that failed for good is escalated, shown live and acknowledged');
     await page.getByRole('link', { name: 'Escalations' }).click();
     await page.getByRole('heading', { name: 'Escalations', level: 1 }).waitFor();
