@@ -127,9 +127,6 @@ type TracingOptions struct {
 	// Exporter, if set, replaces the OTLP exporter the environment names
 	// (tests).
 	Exporter sdktrace.SpanExporter
-	// BatchTimeout bounds how long a finished span waits before export;
-	// zero means the SDK's default (OTEL_BSP_SCHEDULE_DELAY, 5s).
-	BatchTimeout time.Duration
 }
 
 // NewTracing configures tracing from the standard OpenTelemetry variables,
@@ -145,6 +142,8 @@ type TracingOptions struct {
 //   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG: the standard
 //     samplers; default parentbased_always_on.
 //   - OTEL_SERVICE_NAME: service.name, default "switchboard".
+//   - OTEL_BSP_SCHEDULE_DELAY: how long finished spans are batched before
+//     export, in milliseconds; default 5000.
 //
 // The exporter reads its other variables (headers, timeout, compression,
 // certificates, insecure) itself from the process environment.
@@ -198,8 +197,12 @@ func NewTracing(ctx context.Context, getenv func(string) string, opts *TracingOp
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
 	var batch []sdktrace.BatchSpanProcessorOption
-	if o.BatchTimeout > 0 {
-		batch = append(batch, sdktrace.WithBatchTimeout(o.BatchTimeout))
+	if v := env("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms <= 0 {
+			return nil, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY=%q: want a number of milliseconds", v)
+		}
+		batch = append(batch, sdktrace.WithBatchTimeout(time.Duration(ms)*time.Millisecond))
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, batch...),
