@@ -86,6 +86,7 @@ type App struct {
 	ready     atomic.Bool
 	start     []string
 	getenv    func(string) string
+	tracing   *telemetry.Tracing // OTEL_* environment; off by default
 
 	reloadMu sync.Mutex // one reload at a time
 }
@@ -134,6 +135,14 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	tracing, err := telemetry.NewTracing(ctx, o.Getenv, &telemetry.TracingOptions{ServiceVersion: o.Version})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if tracing.Enabled() {
+		o.Logger.Info("tracing on", "export", tracing.Describe())
+	}
+	tracer := tracing.Tracer() // nil when off: no spans, no cost
 	durable := s.AuditDurability != config.AuditAsync
 	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger, Durable: durable})
 	if err != nil {
@@ -142,7 +151,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	// Background work of the gateway (connects started by the API) lives
 	// as long as the App, not as long as the request that started it.
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), series: telemetry.NewTimeSeries(nil), guard: guard, browser: browser, tls: certs}
+	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), series: telemetry.NewTimeSeries(nil), guard: guard, browser: browser, tls: certs, tracing: tracing}
 	if certs != nil {
 		a.tlsWatch.Go(func() { certs.Run(bg) })
 	}
@@ -170,6 +179,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Getenv:         o.Getenv,
 		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},
 		Guard:          guard,
+		Tracer:         tracer,
 		OnResourceUpdated: func(server string, p *mcp.ResourceUpdatedNotificationParams) {
 			a.front.ResourceUpdated(bg, server, p)
 			a.fronts.resourceUpdated(bg, server, p)
@@ -218,6 +228,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		OnCall:       a.onCall,
 		Escalator:    a.esc,
 		Approver:     approver,
+		Tracer:       tracer,
 	})
 	if a.disc, err = newDiscovery(a, cfg, o.Getenv); err != nil {
 		a.Close(ctx)
@@ -246,6 +257,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		WithPeer:      withPeer,
 		Visible:       a.visible,
 		ServerVisible: a.sec.engine.ServerAllowed,
+		Tracer:        tracer,
 	})
 	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
 	a.reg.onAnnounced = func(server string, c upstream.ListChanges) {
@@ -268,6 +280,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 			WithPeer:       withPeer,
 			Visible:        a.visible,
 			ServerVisible:  a.sec.engine.ServerAllowed,
+			Tracer:         tracer,
 		})
 	})
 	start, err := a.reg.load(ctx, cfg)
@@ -432,6 +445,14 @@ func (a *App) Close(ctx context.Context) {
 	// audited.
 	a.sec.close(ctx)
 	a.sec = nil
+	// Last of the call path: the spans of calls that ended above are
+	// exported before the process goes.
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer tcancel()
+	if err := a.tracing.Shutdown(tctx); err != nil {
+		a.logger.Warn("exporting the last spans", "error", err)
+	}
+	a.tracing = nil
 	if a.reg != nil {
 		a.reg.close()
 	}

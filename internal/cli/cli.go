@@ -242,7 +242,12 @@ TLS-terminating proxy, plain HTTP when settings.allow_plain_http is true.
 SWITCHBOARD_ADMIN_KEY, if set, is an admin API key from the start: use it to
 create the first keys (POST /api/v1/keys).
 
-Configuration precedence: flags > environment > config file > defaults.`,
+Configuration precedence: flags > environment > config file > defaults.
+
+OpenTelemetry tracing is off unless the standard environment asks for it:
+OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_TRACES_EXPORTER=otlp) exports a span per
+MCP request and pipeline stage over OTLP (OTEL_EXPORTER_OTLP_PROTOCOL
+http/protobuf or grpc; OTEL_TRACES_SAMPLER); see docs/telemetry.md.`,
 		Args: cobra.NoArgs,
 		RunE: f.run(e, app.Run),
 	}

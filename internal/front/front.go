@@ -24,6 +24,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
@@ -92,6 +93,10 @@ type Options struct {
 	// replicas share, and reports whether this was the first time. nil: a
 	// record of this process.
 	Spend func(ctx context.Context, nonce string, expires time.Time) (first bool, err error)
+	// Tracer, if set, makes a span of every request received, continuing
+	// the caller's trace (traceparent in _meta or in the HTTP headers).
+	// nil: tracing is off and costs nothing.
+	Tracer trace.Tracer
 }
 
 // Keys of a tools/call's _meta that the gateway reads and removes before
@@ -141,6 +146,7 @@ type Front struct {
 	peers                peerSet
 	mrtr                 *mrtr
 	replicaAddr          func(context.Context, string) (string, error)
+	tracer               trace.Tracer // nil: off
 
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash
@@ -179,6 +185,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		peers:       peerSet{m: map[*mcp.ServerSession]*Peer{}},
 		mrtr:        newMRTR(o.Sealer, o.InputTimeout, o.Replica),
 		replicaAddr: o.ReplicaAddr,
+		tracer:      o.Tracer,
 		tools:       map[string]string{},
 		resources:   map[string]string{},
 		templates:   map[string]string{},
@@ -217,6 +224,10 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 	})
 	// sessionUse first: a session is busy for the whole of each request.
 	f.server.AddReceivingMiddleware(sessionUse, f.routeMiddleware)
+	if f.tracer != nil {
+		// Added last, so outermost: the span covers the whole request.
+		f.server.AddReceivingMiddleware(f.traceMiddleware)
+	}
 	if o.ToolExposure == ExposeSearch && o.Server == "" && o.Searcher != nil {
 		f.addMetaTools(o.MetaToolPrefix, cat.Snapshot().Separator())
 	}

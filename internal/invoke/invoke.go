@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
@@ -79,6 +80,11 @@ type Options struct {
 	// OnCall, if set, is told of every tools/call the pipeline handled
 	// (metrics, events). It runs on the caller's goroutine: keep it cheap.
 	OnCall func(Outcome)
+
+	// Tracer, if set, traces every tools/call: a span for the call and
+	// one per stage that takes time (docs/telemetry.md). nil: tracing is
+	// off and costs nothing.
+	Tracer trace.Tracer
 }
 
 // Tuning is the part of Options a config reload may change on a running
@@ -131,6 +137,7 @@ type Pipeline struct {
 
 	escalator Escalator
 	approver  Approver
+	tracer    trace.Tracer // nil: off
 }
 
 // New returns a Pipeline resolving names in cat and routing to up.
@@ -148,7 +155,7 @@ func New(cat *catalog.Catalog, up Upstreams, opts *Options) *Pipeline {
 	p := &Pipeline{cat: cat, up: up, logger: o.Logger,
 		authz: o.Authorizer, recorder: o.Recorder, redactor: o.Redactor, limiter: o.Limiter,
 		bulkhead: o.Bulkhead, breakers: o.Breakers, idem: o.Idempotency, budget: o.RetryBudget, state: o.ToolState, access: o.ServerAccess, durable: o.DurableAudit, onCall: o.OnCall,
-		escalator: o.Escalator, approver: o.Approver}
+		escalator: o.Escalator, approver: o.Approver, tracer: o.Tracer}
 	p.tuning.Store(newTuning(Tuning{Timeout: o.Timeout, Retry: o.Retry, Fallbacks: o.Fallbacks}))
 	return p
 }

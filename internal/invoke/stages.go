@@ -15,11 +15,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
+	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -177,8 +180,15 @@ func (p *Pipeline) CallTool(ctx context.Context, c Call) (*Result, error) {
 	}
 	st := &callState{}
 	var tool catalog.Tool
+	var sp trace.Span
+	if p.tracer != nil {
+		ctx, sp = p.startCall(ctx, c)
+	}
 	res, err := p.callTool(ctx, c, &tool, st)
 	p.finish(ctx, c, tool, st, res, err, time.Since(start))
+	if sp != nil {
+		endCall(sp, tool, st, res, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +334,21 @@ func (p *Pipeline) authorize(ctx context.Context, c Call, t catalog.Tool) (authz
 	if p.authz == nil {
 		return authz.Decision{Allow: true, Rule: "authz-disabled"}, nil
 	}
+	var sp trace.Span
+	if p.tracer != nil {
+		ctx, sp = p.startStage(ctx, "authorize", attribute.String(telemetry.AttrGenAIToolName, t.Name),
+			attribute.String(telemetry.AttrServer, t.Server))
+	}
+	d, err := p.decide(ctx, c, t)
+	if sp != nil {
+		sp.SetAttributes(attribute.String(telemetry.AttrPolicyRule, d.Rule))
+		endStage(sp, err)
+	}
+	return d, err
+}
+
+// decide is the Authorizer's decision, mapped to the pipeline's errors.
+func (p *Pipeline) decide(ctx context.Context, c Call, t catalog.Tool) (authz.Decision, error) {
 	d, err := p.authz.Decide(ctx, authz.Request{
 		Identity:    c.Identity,
 		Server:      t.Server,
@@ -399,7 +424,16 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 	}
 	for attempt := 1; ; attempt++ {
 		routed := time.Now()
-		res, err := p.attemptOnce(ctx, tool, params, st)
+		var res *mcp.CallToolResult
+		var err error
+		if p.tracer != nil {
+			actx, sp := p.startStage(ctx, "attempt", attribute.Int(telemetry.AttrAttempt, attempt),
+				attribute.String(telemetry.AttrGenAIToolName, tool.Name), attribute.String(telemetry.AttrServer, tool.Server))
+			res, err = p.attemptOnce(actx, tool, params, st)
+			endStage(sp, err)
+		} else {
+			res, err = p.attemptOnce(ctx, tool, params, st)
+		}
 		done := time.Now()
 		if err == nil {
 			return &Result{CallToolResult: res, Tool: tool, ExecutionTime: done.Sub(routed)}, nil
@@ -451,7 +485,12 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 // failures unclassified.
 func (p *Pipeline) attemptOnce(ctx context.Context, tool catalog.Tool, params *mcp.CallToolParams, st *callState) (*mcp.CallToolResult, error) {
 	if p.bulkhead != nil {
+		var sp trace.Span
+		if p.tracer != nil {
+			_, sp = p.startStage(ctx, "bulkhead", attribute.String(telemetry.AttrServer, tool.Server))
+		}
 		release, err := p.bulkhead.Acquire(ctx, tool.Server)
+		endStage(sp, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, p.classify(ctx, tool.Server, "waiting for a slot on server "+quote(tool.Server), err)
@@ -466,7 +505,15 @@ func (p *Pipeline) attemptOnce(ctx context.Context, tool catalog.Tool, params *m
 	if p.breakers != nil {
 		b := p.breakers.Get(resilience.Key(tool.Server, tool.OriginalName))
 		breaker = b
+		var sp trace.Span
+		if p.tracer != nil {
+			_, sp = p.startStage(ctx, "circuit breaker", attribute.String(telemetry.AttrServer, tool.Server))
+		}
 		done, err := b.Allow()
+		if sp != nil {
+			sp.SetAttributes(attribute.String(telemetry.AttrBreakerState, b.State().String()))
+			endStage(sp, err)
+		}
 		if err != nil {
 			e := &Error{Code: CodeCircuitOpen, Server: tool.Server, Status: b.State().String(), Err: err, Attempts: st.attempts,
 				Message: fmt.Sprintf("circuit breaker for %q is %s: failing fast without calling server %q", tool.Name, b.State(), tool.Server)}
@@ -628,6 +675,12 @@ func (p *Pipeline) finish(ctx context.Context, c Call, tool catalog.Tool, st *ca
 			rec.ErrorCode = "tool_error"
 			rec.Error = toolErrorText(res.CallToolResult)
 		}
+	}
+	if p.tracer != nil {
+		_, sp := p.startStage(ctx, "audit")
+		p.record(rec, a)
+		sp.End()
+		return
 	}
 	p.record(rec, a)
 }

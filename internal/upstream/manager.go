@@ -369,7 +369,8 @@ func (m *Manager) CallTool(ctx context.Context, server string, params *mcp.CallT
 	if params != nil {
 		p = *params
 	}
-	spec := callSpec{op: func() string { return fmt.Sprintf("calling tool %q", p.Name) }, meta: p.Meta}
+	spec := callSpec{op: func() string { return fmt.Sprintf("calling tool %q", p.Name) }, meta: p.Meta,
+		method: "tools/call", target: p.Name}
 	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.CallToolResult, error) {
 		q := p // the SDK writes to the params it sends; each attempt gets its own
 		q.Meta = meta
@@ -383,7 +384,8 @@ func (m *Manager) ReadResource(ctx context.Context, server string, params *mcp.R
 	if params != nil {
 		p = *params
 	}
-	spec := callSpec{op: func() string { return fmt.Sprintf("reading resource %q", p.URI) }, meta: p.Meta}
+	spec := callSpec{op: func() string { return fmt.Sprintf("reading resource %q", p.URI) }, meta: p.Meta,
+		method: "resources/read", uri: p.URI}
 	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.ReadResourceResult, error) {
 		q := p
 		q.Meta = meta
@@ -397,7 +399,8 @@ func (m *Manager) GetPrompt(ctx context.Context, server string, params *mcp.GetP
 	if params != nil {
 		p = *params
 	}
-	spec := callSpec{op: func() string { return fmt.Sprintf("getting prompt %q", p.Name) }, meta: p.Meta}
+	spec := callSpec{op: func() string { return fmt.Sprintf("getting prompt %q", p.Name) }, meta: p.Meta,
+		method: "prompts/get", target: p.Name}
 	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.GetPromptResult, error) {
 		q := p
 		q.Meta = meta
@@ -412,7 +415,7 @@ func (m *Manager) Complete(ctx context.Context, server string, params *mcp.Compl
 	if params != nil {
 		p = *params
 	}
-	spec := callSpec{op: func() string { return "completing" }, meta: p.Meta}
+	spec := callSpec{op: func() string { return "completing" }, meta: p.Meta, method: "completion/complete"}
 	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.CompleteResult, error) {
 		q := p
 		q.Meta = meta
@@ -459,7 +462,7 @@ func (m *Manager) SetLoggingLevel(ctx context.Context, server string, params *mc
 		}
 		return nil
 	}
-	_, err = relay(ctx, m, server, callSpec{op: op, meta: p.Meta, shared: true},
+	_, err = relay(ctx, m, server, callSpec{op: op, meta: p.Meta, shared: true, method: "logging/setLevel"},
 		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
 			if usesNewProtocol(cs) {
 				return struct{}{}, nil
@@ -495,7 +498,8 @@ func (m *Manager) Subscribe(ctx context.Context, server string, params *mcp.Subs
 	if !s.subscribe(p.URI, peer) {
 		return nil
 	}
-	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("subscribing to %q", p.URI) }, meta: p.Meta, shared: true},
+	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("subscribing to %q", p.URI) }, meta: p.Meta, shared: true,
+		method: "resources/subscribe", uri: p.URI},
 		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
 			q := p
 			q.Meta = meta
@@ -523,7 +527,8 @@ func (m *Manager) Unsubscribe(ctx context.Context, server string, params *mcp.Un
 	if !s.unsubscribe(p.URI, peer) {
 		return nil
 	}
-	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("unsubscribing from %q", p.URI) }, meta: p.Meta, shared: true},
+	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("unsubscribing from %q", p.URI) }, meta: p.Meta, shared: true,
+		method: "resources/unsubscribe", uri: p.URI},
 		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
 			q := p
 			q.Meta = meta

@@ -309,6 +309,9 @@ func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Tra
 	legacy := s.cfg.Transport == config.TransportSSE
 	bounded := &boundTransport{base: base, limit: s.lc.maxResult, legacy: legacy, log: s.replies}
 	client.Transport = &eventTransport{base: bounded, r: r, maxEvent: s.lc.maxResult + maxEventOverhead}
+	if s.opts.Tracer != nil {
+		client.Transport = &traceTransport{base: client.Transport}
+	}
 	var inner mcp.Transport
 	if legacy {
 		inner = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client, MaxEventSize: -1}

@@ -13,6 +13,9 @@ import (
 // callSpec describes a call to relay.
 type callSpec struct {
 	op     func() string // what the call does, for errors: `calling tool "x"`
+	method string        // the MCP method, for its span
+	target string        // the tool or prompt named, for its span
+	uri    string        // the resource read, for its span
 	meta   mcp.Meta      // the caller's _meta
 	shared bool          // always on the primary session, even with a peer
 }
@@ -147,7 +150,15 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 	}
 	meta, end := r.begin(info, spec.meta, s.level(peer), usesNewProtocol(cs))
 	sent = true
-	res, err := runOn(ctx, lifetime, cs, meta, call)
+	var res R
+	var err error
+	if s.opts.Tracer != nil {
+		callCtx, sp := s.startSpan(ctx, server, spec)
+		res, err = runOn(callCtx, lifetime, cs, injectMeta(callCtx, meta), call)
+		endSpan(sp, err)
+	} else {
+		res, err = runOn(ctx, lifetime, cs, meta, call)
+	}
 	end()
 	if ps != nil {
 		s.releasePeer(sess, ps)

@@ -97,6 +97,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/netguard"
@@ -316,6 +317,11 @@ type Options struct {
 	// alone with a [ResultTooLargeError]; the connection stays up. Default
 	// 16 MiB.
 	MaxResultBytes int
+	// Tracer, if set, makes a client span of every request relayed to a
+	// server and propagates its trace context: in the request's _meta
+	// (every transport) and in the traceparent header (sse/http). nil:
+	// tracing is off and costs nothing.
+	Tracer trace.Tracer
 }
 
 // RestartPolicy says whether and how fast failed servers are restarted
