@@ -363,6 +363,13 @@ func (f *Front) awaitParked(ctx context.Context, req mcp.Request, p *parked, cal
 	m := f.mrtr
 	p.attach(ctx, req)
 	for {
+		select {
+		case <-p.done:
+			// Finished (the upstream answered, gave up or timed out): its
+			// outcome, not questions nobody waits for any more.
+			return f.finishParked(p, caller, method, name, build)
+		default:
+		}
 		p.mu.Lock()
 		if len(p.pending) > 0 || len(p.out) > 0 {
 			asks := make(mcp.InputRequestMap, len(p.pending)+len(p.out))
