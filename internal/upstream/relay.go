@@ -142,9 +142,11 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 		// A stateless caller names its log level per request; a classic
 		// session has one level, set by logging/setLevel (on a shared
 		// stdio session the last caller's wins, as for classic callers).
-		if l, _ := lvl.(string); l != "" {
+		if l, _ := lvl.(string); l != "" && (ps != nil || sess.statelessLevel.Load() != l) {
 			if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: mcp.LoggingLevel(l)}); err != nil {
 				s.log.Debug("setting the upstream log level for a stateless caller", "error", sess.redact.Error(err))
+			} else if ps == nil {
+				sess.statelessLevel.Store(l)
 			}
 		}
 	}
@@ -162,6 +164,8 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 	end()
 	if ps != nil {
 		s.releasePeer(sess, ps)
+	} else if spec.method == "logging/setLevel" {
+		sess.statelessLevel.Store("") // a classic caller set the session's level
 	}
 	if err == nil {
 		return res, nil, stepDone

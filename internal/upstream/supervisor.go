@@ -115,6 +115,9 @@ type peerLevel struct {
 // makes it to the teardown that ends it.
 type session struct {
 	cs *mcp.ClientSession
+	// statelessLevel is the log level last set on a classic session for a
+	// stateless caller (see relayOn), so it is sent only when it changes.
+	statelessLevel atomic.Value // string
 	// ctx is the session's lifetime: cancelling it aborts relayed calls, a
 	// running re-discovery or health probe, and (sse) the event stream.
 	ctx    context.Context
