@@ -44,16 +44,16 @@ func dbKey(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *sharedIdempotency) Peek(key, fp string) (*invoke.Result, bool, error) {
-	if r, ok, err := s.local.Peek(key, fp); ok || err != nil {
+func (s *sharedIdempotency) Peek(ctx context.Context, key, fp string) (*invoke.Result, bool, error) {
+	if r, ok, err := s.local.Peek(ctx, key, fp); ok || err != nil {
 		return r, ok, err
 	}
-	return s.fromStore(key, fp)
+	return s.fromStore(ctx, key, fp)
 }
 
 func (s *sharedIdempotency) DoFingerprint(ctx context.Context, key, fp string, fn func(context.Context) (*invoke.Result, error)) (*invoke.Result, bool, error) {
 	return s.local.DoFingerprint(ctx, key, fp, func(ctx context.Context) (*invoke.Result, error) {
-		if r, ok, err := s.fromStore(key, fp); err != nil || ok {
+		if r, ok, err := s.fromStore(ctx, key, fp); err != nil || ok {
 			return r, err
 		}
 		res, err := fn(ctx)
@@ -82,9 +82,10 @@ func (s *sharedIdempotency) DoFingerprint(ctx context.Context, key, fp string, f
 	})
 }
 
-// fromStore returns a live result another replica stored for key.
-func (s *sharedIdempotency) fromStore(key, fp string) (*invoke.Result, bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+// fromStore returns a live result another replica stored for key, asking
+// the store for at most 2 s within ctx.
+func (s *sharedIdempotency) fromStore(ctx context.Context, key, fp string) (*invoke.Result, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	row, err := s.db.GetIdempotent(ctx, dbKey(key), time.Now())
 	if err != nil {

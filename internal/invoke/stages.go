@@ -71,7 +71,7 @@ type RetryBudget interface {
 // *resilience.Idempotency[*Result] implements it.
 type Idempotency interface {
 	DoFingerprint(ctx context.Context, key, fingerprint string, fn func(context.Context) (*Result, error)) (*Result, bool, error)
-	Peek(key, fingerprint string) (*Result, bool, error)
+	Peek(ctx context.Context, key, fingerprint string) (*Result, bool, error)
 }
 
 // Escalator is told of calls that failed for good (after their retries
@@ -236,7 +236,7 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 		// A replay returns the first execution's result: it is authorized
 		// like any call, except that it needs no approval token, which the
 		// first execution spent (a single-use one cannot be shown twice).
-		prev, ok, err := p.idem.Peek(key, fp)
+		prev, ok, err := p.idem.Peek(ctx, key, fp)
 		if err != nil {
 			return nil, idemConflict(c, *tool, err)
 		}
@@ -677,18 +677,19 @@ func (p *Pipeline) finish(ctx context.Context, c Call, tool catalog.Tool, st *ca
 		}
 	}
 	if p.tracer != nil {
-		_, sp := p.startStage(ctx, "audit")
-		p.record(rec, a)
+		sctx, sp := p.startStage(ctx, "audit")
+		p.record(sctx, rec, a)
 		sp.End()
 		return
 	}
-	p.record(rec, a)
+	p.record(ctx, rec, a)
 }
 
 // record hands rec to the recorder, durably when configured. A recorder
 // that can derive fields itself derives a's on its writer; otherwise they
-// are derived here.
-func (p *Pipeline) record(rec audit.Record, a *auditInputs) {
+// are derived here. The wait for a durable write keeps ctx's values but not
+// its end: a caller that gave up still gets its call recorded.
+func (p *Pipeline) record(ctx context.Context, rec audit.Record, a *auditInputs) {
 	var derive func(*audit.Record)
 	if a != nil {
 		derive = a.derive
@@ -701,7 +702,7 @@ func (p *Pipeline) record(rec audit.Record, a *auditInputs) {
 		derive(&rec)
 	}
 	if sr, ok := p.recorder.(syncRecorder); ok && p.durable {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		var err error
 		if deferring {

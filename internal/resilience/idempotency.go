@@ -147,7 +147,7 @@ func (c *Idempotency[T]) DoFingerprint(ctx context.Context, key, fingerprint str
 // ErrIdempotencyConflict. It lets a caller check, before work that must
 // happen only once per execution (spending a single-use approval), whether
 // this request is a replay.
-func (c *Idempotency[T]) Peek(key, fingerprint string) (v T, ok bool, err error) {
+func (c *Idempotency[T]) Peek(_ context.Context, key, fingerprint string) (v T, ok bool, err error) {
 	if key == "" {
 		return v, false, nil
 	}

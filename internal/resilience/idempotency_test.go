@@ -359,16 +359,16 @@ func TestIdempotencyDoFingerprintInFlight(t *testing.T) {
 
 func TestIdempotencyPeek(t *testing.T) {
 	c := NewIdempotency[string](time.Minute, 10, newFakeClock())
-	if _, ok, err := c.Peek("k", "fp1"); ok || err != nil {
+	if _, ok, err := c.Peek(t.Context(), "k", "fp1"); ok || err != nil {
 		t.Fatalf("empty cache: ok=%v err=%v", ok, err)
 	}
 	if _, _, err := c.DoFingerprint(t.Context(), "k", "fp1", func(context.Context) (string, error) { return "v", nil }); err != nil {
 		t.Fatal(err)
 	}
-	if v, ok, err := c.Peek("k", "fp1"); !ok || err != nil || v != "v" {
+	if v, ok, err := c.Peek(t.Context(), "k", "fp1"); !ok || err != nil || v != "v" {
 		t.Errorf("stored: %q ok=%v err=%v", v, ok, err)
 	}
-	if _, ok, err := c.Peek("k", "fp2"); ok || !errors.Is(err, ErrIdempotencyConflict) {
+	if _, ok, err := c.Peek(t.Context(), "k", "fp2"); ok || !errors.Is(err, ErrIdempotencyConflict) {
 		t.Errorf("other fingerprint: ok=%v err=%v, want a conflict", ok, err)
 	}
 }
