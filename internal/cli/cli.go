@@ -27,7 +27,7 @@ import (
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
 var Version = "dev"
 
-// Exit codes, documented in the README.
+// Exit codes, documented in docs/cli.md.
 const (
 	ExitOK      = 0
 	ExitFailure = 1 // runtime failure
