@@ -13,8 +13,10 @@ RUN CGO_ENABLED=0 go build -trimpath \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/switchboard /usr/local/bin/switchboard
-# The config (/etc/switchboard/switchboard.yaml) must have an auth: section:
-# the gateway refuses to listen on a non-loopback address without one.
+# The config (/etc/switchboard/switchboard.yaml) must have an auth: section,
+# and either settings.listen_tls (certificates) or, behind a TLS-terminating
+# proxy, settings.allow_plain_http: true (or SWITCHBOARD_ALLOW_PLAIN_HTTP=true):
+# the gateway refuses to listen on a non-loopback address otherwise.
 WORKDIR /var/lib/switchboard
 EXPOSE 8080
 ENV SWITCHBOARD_LISTEN=0.0.0.0:8080
