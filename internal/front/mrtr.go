@@ -313,9 +313,13 @@ func (f *Front) serveStateless(ctx context.Context, req mcp.Request, method, nam
 // for), bounded by the input timeout per round and owned by the front.
 func (f *Front) park(ctx context.Context, req mcp.Request, run func(context.Context) (mcp.Result, error)) (*parked, error) {
 	m := f.mrtr
+	reqCtx := ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &parked{id: randomID(), cancel: cancel, done: make(chan struct{}),
 		out: map[string]*inputAsk{}, wake: make(chan struct{}, 1)}
+	// The first round's request, before the call starts: what it sends
+	// (progress, logs) goes there from its first message.
+	p.attach(reqCtx, req)
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()

@@ -81,6 +81,9 @@ func (p *Peer) session(ctx context.Context) (*mcp.ServerSession, context.Context
 		return p.ss, ctx, func() {}
 	}
 	ss, rctx := p.park.current()
+	if ss == nil {
+		return p.ss, ctx, func() {}
+	}
 	merged, cancel := context.WithCancel(rctx)
 	stop := context.AfterFunc(ctx, cancel)
 	return ss, merged, func() {
