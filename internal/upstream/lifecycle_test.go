@@ -478,6 +478,9 @@ func TestHealthMethods(t *testing.T) {
 			hr := &healthRecorder{}
 			m := newManager(t, rec, nil, &upstream.Options{OnHealth: hr.on, Restart: upstream.RestartPolicy{Disabled: true}})
 			tt.check.Interval = config.Seconds(10 * time.Millisecond)
+			// A bound on a broken build, not a speed requirement: a probe
+			// on a loaded machine must not time out instead of failing.
+			tt.check.Timeout = config.Seconds(30 * time.Second)
 			srv := fakeStdio("s", "flaky")
 			srv.HealthCheck = tt.check
 			if err := m.Add(srv); err != nil {
