@@ -1130,6 +1130,7 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 	if st, err := r.ups.Status(def.Name); err == nil {
 		v.Status = string(st.State)
 		v.ErrorMessage = st.LastError
+		v.StatusDetail = st.Detail
 		v.PID = st.PID
 		v.ServerInfo = st.ServerInfo
 		v.ProtocolVersion = st.ProtocolVersion

@@ -36,7 +36,11 @@ func newStatus(e *env) *cobra.Command {
 				if s.PID > 0 {
 					pid = strconv.Itoa(s.PID)
 				}
-				t.add(cell{text: s.Name}, cell{text: s.Status, color: stateColor(s.Status)}, health(s.Health),
+				state := s.Status
+				if s.StatusDetail != "" {
+					state += " (" + s.StatusDetail + ")"
+				}
+				t.add(cell{text: s.Name}, cell{text: state, color: stateColor(s.Status)}, health(s.Health),
 					cell{text: pid}, cell{text: humanDuration(time.Duration(s.UptimeSeconds * float64(time.Second)))},
 					cell{text: strconv.Itoa(s.ToolCount)}, cell{text: strconv.Itoa(s.Restarts)}, cell{text: orDash(clip(lastError(s), 60))})
 			}
