@@ -46,17 +46,21 @@ type Server struct {
 	FileDefaultAccess string `json:"file_default_access,omitempty"`
 	// DefaultAccessSetAt and DefaultAccessSetBy say when and by whom the
 	// override was set.
-	DefaultAccessSetAt *time.Time          `json:"default_access_set_at,omitempty"`
-	DefaultAccessSetBy string              `json:"default_access_set_by,omitempty"`
-	PinDefinitions     *bool               `json:"pin_definitions,omitempty"`
-	ConnectionConfig   map[string]any      `json:"connection_config"` // secrets masked
-	RegisteredAt       time.Time           `json:"registered_at"`
-	StatusSince        *time.Time          `json:"status_since,omitempty"`
-	ConnectedAt        *time.Time          `json:"connected_at,omitempty"`
-	PID                int                 `json:"pid,omitempty"`
-	ServerInfo         *mcp.Implementation `json:"server_info,omitempty"`
-	ProtocolVersion    string              `json:"protocol_version,omitempty"`
-	RejectedTools      []RejectedTool      `json:"rejected_tools,omitempty"`
+	DefaultAccessSetAt *time.Time     `json:"default_access_set_at,omitempty"`
+	DefaultAccessSetBy string         `json:"default_access_set_by,omitempty"`
+	PinDefinitions     *bool          `json:"pin_definitions,omitempty"`
+	ConnectionConfig   map[string]any `json:"connection_config"` // secrets masked
+	RegisteredAt       time.Time      `json:"registered_at"`
+	StatusSince        *time.Time     `json:"status_since,omitempty"`
+	// StatusDetail says what a CONNECTING server is busy with when a start
+	// may take long, e.g. "installing packages, 23 s" during the first
+	// start of npx, uvx or docker run.
+	StatusDetail    string              `json:"status_detail,omitempty"`
+	ConnectedAt     *time.Time          `json:"connected_at,omitempty"`
+	PID             int                 `json:"pid,omitempty"`
+	ServerInfo      *mcp.Implementation `json:"server_info,omitempty"`
+	ProtocolVersion string              `json:"protocol_version,omitempty"`
+	RejectedTools   []RejectedTool      `json:"rejected_tools,omitempty"`
 	// InsecureTransport is true for an sse/http server reached over plain
 	// http:// at a host other than loopback (NFR-SEC2): its traffic and
 	// credentials cross the network unencrypted. See

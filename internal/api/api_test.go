@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
@@ -238,5 +239,39 @@ func TestLogsWhoamiDefaultAccess(t *testing.T) {
 		if code, _ := do(admin, "PATCH", "/api/v1/aggregator/servers/demo", bad); code != 400 {
 			t.Errorf("PATCH %s: %d, want 400", bad, code)
 		}
+	}
+}
+
+// TestRegisterPlainEnv: plain_env values join env and are named as plain;
+// a name also given in env stays a secret.
+func TestRegisterPlainEnv(t *testing.T) {
+	tests := []struct {
+		name      string
+		cc        string
+		wantEnv   map[string]string
+		wantPlain []string
+	}{
+		{"plain only", `{"command":"x","plain_env":{"B":"/tmp/b","A":"1"}}`, map[string]string{"A": "1", "B": "/tmp/b"}, []string{"A", "B"}},
+		{"secret only", `{"command":"x","env":{"T":"tok"}}`, map[string]string{"T": "tok"}, nil},
+		{"both", `{"command":"x","env":{"T":"tok"},"plain_env":{"T":"clear","P":"/p"}}`, map[string]string{"T": "tok", "P": "/p"}, []string{"P"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			servers := &fakeServers{}
+			h := as(New(servers, catalog.New(nil), &fakeCaller{}, nil), &adminID)
+			body := `{"name":"s","transport_type":"stdio","connection_config":` + tt.cc + `}`
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/aggregator/servers", strings.NewReader(body)))
+			if rec.Code != http.StatusCreated {
+				t.Fatalf("status %d: %s", rec.Code, rec.Body)
+			}
+			d := servers.registered
+			if diff := cmp.Diff(tt.wantEnv, d.Env); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantPlain, d.PlainEnv); diff != "" {
+				t.Errorf("plain_env (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -69,9 +69,15 @@ type registerRequest struct {
 // ConnectionConfig is how to reach a server: command and args (stdio), or
 // url and headers (sse, http).
 type ConnectionConfig struct {
-	Command           string            `json:"command"`
-	Args              []string          `json:"args"`
-	Env               map[string]string `json:"env"`
+	Command string   `json:"command"`
+	Args    []string `json:"args"`
+	// Env values are secrets: stored sealed (or as ${VAR} references),
+	// never in clear.
+	Env map[string]string `json:"env"`
+	// PlainEnv values are settings (a file path, a log level): stored as
+	// they are, so they need no secret key. A name in both Env and
+	// PlainEnv is a secret.
+	PlainEnv          map[string]string `json:"plain_env"`
 	EnvPassthrough    []string          `json:"env_passthrough"`
 	Cwd               string            `json:"cwd"`
 	URL               string            `json:"url"`
@@ -116,6 +122,17 @@ func serverDef(req registerRequest) *config.Server {
 		DefaultAccess:     req.DefaultAccess,
 		PinDefinitions:    req.PinDefinitions,
 	}
+	for k, v := range req.ConnectionConfig.PlainEnv {
+		if _, secret := def.Env[k]; secret {
+			continue
+		}
+		if def.Env == nil {
+			def.Env = make(map[string]string, len(req.ConnectionConfig.PlainEnv))
+		}
+		def.Env[k] = v
+		def.PlainEnv = append(def.PlainEnv, k)
+	}
+	slices.Sort(def.PlainEnv)
 	autoConnect := req.AutoConnect == nil || *req.AutoConnect
 	def.AutoStart = &autoConnect
 	return def

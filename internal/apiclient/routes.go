@@ -57,7 +57,8 @@ type RegisterRequest struct {
 type ConnectionConfig struct {
 	Command           string            `json:"command,omitempty"`
 	Args              []string          `json:"args,omitempty"`
-	Env               map[string]string `json:"env,omitempty"`
+	Env               map[string]string `json:"env,omitempty"`       // secrets: sealed by the gateway
+	PlainEnv          map[string]string `json:"plain_env,omitempty"` // settings: stored as they are
 	EnvPassthrough    []string          `json:"env_passthrough,omitempty"`
 	Cwd               string            `json:"cwd,omitempty"`
 	URL               string            `json:"url,omitempty"`

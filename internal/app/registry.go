@@ -344,13 +344,13 @@ func (r *registry) encodeDef(def *config.Server, auto bool) ([]byte, error) {
 
 // seal returns a copy of def whose literal header and env values (secrets
 // a ${VAR} reference does not keep out of the store) are encrypted with the
-// keyring. Without a keyring such a definition is refused: the store would
+// keyring; the env entries def.PlainEnv names are settings, stored as they are. Without a keyring such a definition is refused: the store would
 // hold the secret in plaintext.
 func (r *registry) seal(def *config.Server) (*config.Server, error) {
 	cp := def.Clone()
-	for _, m := range []map[string]string{cp.Headers, cp.Env} {
+	for i, m := range []map[string]string{cp.Headers, cp.Env} {
 		for k, v := range m {
-			if !secrets.NeedsSealing(v) {
+			if !secrets.NeedsSealing(v) || (i == 1 && slices.Contains(cp.PlainEnv, k)) {
 				continue
 			}
 			if r.keys == nil {
@@ -1130,6 +1130,7 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 	if st, err := r.ups.Status(def.Name); err == nil {
 		v.Status = string(st.State)
 		v.ErrorMessage = st.LastError
+		v.StatusDetail = st.Detail
 		v.PID = st.PID
 		v.ServerInfo = st.ServerInfo
 		v.ProtocolVersion = st.ProtocolVersion

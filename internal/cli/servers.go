@@ -36,7 +36,11 @@ func newStatus(e *env) *cobra.Command {
 				if s.PID > 0 {
 					pid = strconv.Itoa(s.PID)
 				}
-				t.add(cell{text: s.Name}, cell{text: s.Status, color: stateColor(s.Status)}, health(s.Health),
+				state := s.Status
+				if s.StatusDetail != "" {
+					state += " (" + s.StatusDetail + ")"
+				}
+				t.add(cell{text: s.Name}, cell{text: state, color: stateColor(s.Status)}, health(s.Health),
 					cell{text: pid}, cell{text: humanDuration(time.Duration(s.UptimeSeconds * float64(time.Second)))},
 					cell{text: strconv.Itoa(s.ToolCount)}, cell{text: strconv.Itoa(s.Restarts)}, cell{text: orDash(clip(lastError(s), 60))})
 			}
@@ -94,13 +98,27 @@ func newServers(e *env) *cobra.Command {
 func newServersAdd(r *remote) *cobra.Command {
 	var (
 		transport, command, url, cwd, description, prefix, defaultAccess string
-		args, envs, headers                                              []string
+		args, envs, secretEnvs, headers                                  []string
 		connect, pin                                                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "add <name>",
 		Short: "Register a server at runtime (stdio, http or sse)",
+		Long: `Register a server at runtime (stdio, http or sse).
+
+--env values are settings (a file path, a log level) and are stored as they
+are. --secret-env values are secrets: the gateway stores them encrypted with
+its secret key (local mode makes one on first use), or, given as '${VAR}',
+reads them from its own environment when it starts the server. Header values
+(--header) are secrets too.
+
+The first start of an npx, uvx, bunx, pnpm dlx, or docker/podman run command
+may download the server: until it first connects it is given 4 times
+startup_timeout_seconds, and "switchboard status" shows
+"CONNECTING (installing packages, N s)".`,
 		Example: `  switchboard servers add fs --transport stdio --command npx --arg -y --arg @modelcontextprotocol/server-filesystem --arg /tmp --connect
+  switchboard servers add memory --command npx --arg -y --arg @modelcontextprotocol/server-memory --env MEMORY_FILE_PATH=/tmp/memory.jsonl --connect
+  switchboard servers add gh --command github-mcp-server --arg stdio --secret-env GITHUB_PERSONAL_ACCESS_TOKEN='${GITHUB_TOKEN}'
   switchboard servers add remote --transport http --url https://mcp.example.com/mcp`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -117,9 +135,18 @@ func newServersAdd(r *remote) *cobra.Command {
 			default:
 				return usageError{fmt.Errorf("--transport %q: want stdio, http or sse", transport)}
 			}
-			env, err := keyValues("--env", envs)
+			plainEnv, err := keyValues("--env", envs)
 			if err != nil {
 				return err
+			}
+			env, err := keyValues("--secret-env", secretEnvs)
+			if err != nil {
+				return err
+			}
+			for k := range env {
+				if _, ok := plainEnv[k]; ok {
+					return usageError{fmt.Errorf("%s is given both as --env and as --secret-env", k)}
+				}
 			}
 			hdrs, err := keyValues("--header", headers)
 			if err != nil {
@@ -130,7 +157,7 @@ func newServersAdd(r *remote) *cobra.Command {
 				return err
 			}
 			req := apiclient.RegisterRequest{Name: a[0], Description: description, TransportType: transport,
-				ConnectionConfig: apiclient.ConnectionConfig{Command: command, Args: args, Env: env, Cwd: cwd, URL: url, Headers: hdrs},
+				ConnectionConfig: apiclient.ConnectionConfig{Command: command, Args: args, Env: env, PlainEnv: plainEnv, Cwd: cwd, URL: url, Headers: hdrs},
 				AutoConnect:      &connect, DefaultAccess: defaultAccess}
 			if cmd.Flags().Changed("prefix") {
 				req.Prefix = &prefix
@@ -157,7 +184,8 @@ func newServersAdd(r *remote) *cobra.Command {
 	f.StringVar(&transport, "transport", "stdio", "transport: stdio, http or sse")
 	f.StringVar(&command, "command", "", "command to run (stdio)")
 	f.StringArrayVar(&args, "arg", nil, "argument of the command, repeatable, in order (stdio)")
-	f.StringArrayVar(&envs, "env", nil, "environment variable K=V for the command, repeatable (stdio)")
+	f.StringArrayVar(&envs, "env", nil, "environment variable K=V for the command, stored as it is: a setting such as a file path, repeatable (stdio)")
+	f.StringArrayVar(&secretEnvs, "secret-env", nil, "environment variable K=V holding a secret, stored encrypted (or K='${VAR}' to read VAR from the gateway's environment), repeatable (stdio)")
 	f.StringVar(&cwd, "cwd", "", "working directory of the command (stdio)")
 	// --url is the server's endpoint here, as users of "servers add" expect;
 	// the gateway's URL moves to --gateway-url on this command only.

@@ -225,7 +225,13 @@ type Server struct {
 	Args           []string          `json:"args,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`             // values may use ${VAR}; expanded by Expand; SECRET
 	EnvPassthrough []string          `json:"env_passthrough,omitempty"` // names of gateway env vars copied into the child
-	Cwd            string            `json:"cwd,omitempty"`
+	// PlainEnv names the Env entries that are plain settings (a file path,
+	// a log level), not secrets: a runtime registration stores them as
+	// they are instead of sealing them (the API's plain_env, the CLI's
+	// --env). A config file's env is the operator's own file and never
+	// sealed, so it has no use for it. Views mask them like the others.
+	PlainEnv []string `json:"plain_env,omitempty"`
+	Cwd      string   `json:"cwd,omitempty"`
 
 	// sse / http
 	URL               string            `json:"url,omitempty"`
@@ -337,6 +343,7 @@ func (s *Server) Clone() *Server {
 	}
 	c.Args = slices.Clone(s.Args)
 	c.EnvPassthrough = slices.Clone(s.EnvPassthrough)
+	c.PlainEnv = slices.Clone(s.PlainEnv)
 	c.Env = maps.Clone(s.Env)
 	c.Headers = maps.Clone(s.Headers)
 	c.HeadersFromEnv = maps.Clone(s.HeadersFromEnv)

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,45 @@ type lifecycle struct {
 	degradedWindow int
 
 	maxResult int // bytes of one message from the server
+
+	// runner is the package runner the command is ("npx", "docker run"),
+	// whose first start gets firstStartFactor times the startup timeout;
+	// "" for other commands and transports.
+	runner string
+}
+
+// firstStartFactor is how many startup timeouts a package runner's start
+// may take until the server first connects: npx, uvx or docker run
+// download the server on their first start, which routinely takes longer
+// than a start, and killing them mid-download breaks their cache.
+const firstStartFactor = 4
+
+// packageRunner reports which package runner command (with args) is: one
+// that may download the server before running it. The command is matched by
+// its base name, so /usr/local/bin/npx counts; "" means none.
+func packageRunner(command string, args []string) string {
+	base := filepath.Base(command)
+	base = strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(base), ".exe"), ".cmd")
+	switch base {
+	case "npx", "pnpx", "bunx", "uvx":
+		return base
+	}
+	sub := ""
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			sub = a
+			break
+		}
+	}
+	switch {
+	case (base == "pnpm" || base == "yarn" || base == "bun") && (sub == "dlx" || sub == "x"),
+		(base == "docker" || base == "podman") && sub == "run",
+		base == "pipx" && sub == "run":
+		return base + " " + sub
+	case base == "uv" && sub == "tool":
+		return "uv tool"
+	}
+	return ""
 }
 
 type healthConfig struct {
@@ -73,6 +113,9 @@ func resolveLifecycle(cfg *config.Server, o *Options) lifecycle {
 			interval: o.HealthInterval,
 			timeout:  o.HealthTimeout,
 		},
+	}
+	if cfg.Transport == config.TransportStdio {
+		lc.runner = packageRunner(cfg.Command, cfg.Args)
 	}
 	if cfg.RestartOnFailure != nil {
 		lc.restart = *cfg.RestartOnFailure

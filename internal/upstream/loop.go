@@ -31,6 +31,10 @@ type loop struct {
 	restart  timer       // the next automatic restart
 	history  []time.Time // automatic restarts within the restart window
 	failures int         // failed restarts in a row: the backoff exponent
+	// connected: the server has connected at least once, so a package
+	// runner has what it downloads and no longer needs the first-start
+	// allowance.
+	connected bool
 
 	health timer
 	probe  *probe
@@ -258,10 +262,27 @@ func (l *loop) command(c command) {
 
 // begin starts a connect attempt; mutate, if set, edits the Status in the
 // transition to CONNECTING.
+//
+// Until it first connects, a package runner (npx, uvx, docker run...) gets
+// firstStartFactor times the startup timeout: it may be downloading the
+// server, and being killed mid-download is what breaks a package cache.
 func (l *loop) begin(mutate func(*Status)) {
-	l.att = l.s.startAttempt()
-	l.s.transition(StateConnecting, "", func(st *Status) {
+	s := l.s
+	timeout := s.lc.startup
+	installing := s.lc.runner != "" && !l.connected
+	if installing {
+		timeout *= firstStartFactor
+		s.log.Info("upstream first start of a package runner: allowing longer while it may download packages",
+			"runner", s.lc.runner, "timeout", timeout)
+		s.logf.marker("first start of %s: allowing %s while it may download packages", s.lc.runner, timeout)
+	}
+	l.att = s.startAttempt(timeout)
+	s.transition(StateConnecting, "", func(st *Status) {
 		st.NextRestartAt = time.Time{}
+		s.installSince = time.Time{}
+		if installing {
+			s.installSince = time.Now()
+		}
 		if mutate != nil {
 			mutate(st)
 		}
@@ -273,6 +294,7 @@ func (l *loop) abort(why string) {
 	l.att.cancel()
 	res := <-l.att.done
 	l.att = nil
+	l.s.update(func(*Status) { l.s.installSince = time.Time{} })
 	if res.sess != nil {
 		l.s.teardown(res.sess)
 	}
@@ -284,12 +306,21 @@ func (l *loop) abort(why string) {
 
 func (l *loop) attemptDone(res attemptResult) {
 	s := l.s
+	timeout := l.att.timeout
 	l.att = nil
 	waiters := l.waiters
 	l.waiters = nil
+	s.update(func(*Status) { s.installSince = time.Time{} })
 	if res.sess == nil {
 		s.log.Warn("upstream connect failed", "reason", res.reason)
-		l.fail(res.reason, !res.permanent, nil)
+		// A start that timed out may have been busy (downloading, building
+		// a cache): its restart waits at least as long as it was given,
+		// rather than killing the next one mid-way in a tight loop.
+		var floor time.Duration
+		if errors.Is(res.err, context.DeadlineExceeded) {
+			floor = timeout
+		}
+		l.failAfter(res.reason, !res.permanent, floor, nil)
 		err := s.unavailable(res.err)
 		for _, w := range waiters {
 			w <- reply{err: err}
@@ -300,6 +331,7 @@ func (l *loop) attemptDone(res attemptResult) {
 	sess := res.sess
 	l.sess = sess
 	l.failures = 0
+	l.connected = true
 	now := time.Now()
 	sess.lastActive.Store(now.UnixNano())
 	s.stats.Store(newCallStats(s.lc.degradedWindow))
@@ -337,11 +369,16 @@ func (l *loop) attemptDone(res attemptResult) {
 // is restarted after a backoff, unless it is in a crash loop, which then
 // becomes the reason. mutate, if set, edits the Status in the transition.
 func (l *loop) fail(reason string, retry bool, mutate func(*Status)) {
+	l.failAfter(reason, retry, 0, mutate)
+}
+
+// failAfter is fail with a restart no sooner than floor from now.
+func (l *loop) failAfter(reason string, retry bool, floor time.Duration, mutate func(*Status)) {
 	s := l.s
 	var next time.Time
 	if retry {
 		var loopReason string
-		next, loopReason = l.planRestart()
+		next, loopReason = l.planRestart(floor)
 		if loopReason != "" {
 			s.log.Error("upstream in a crash loop: not restarting it until it is connected again", "reason", loopReason, "last_failure", reason)
 			reason = loopReason
@@ -360,10 +397,11 @@ func (l *loop) fail(reason string, retry bool, mutate func(*Status)) {
 	}
 }
 
-// planRestart decides when to restart the server after a failure: the zero
-// time if it should not be (it is not wanted, or restarts are off), with a
-// reason if that is because it is in a crash loop.
-func (l *loop) planRestart() (time.Time, string) {
+// planRestart decides when to restart the server after a failure, no
+// sooner than floor from now: the zero time if it should not be (it is not
+// wanted, or restarts are off), with a reason if that is because it is in a
+// crash loop.
+func (l *loop) planRestart(floor time.Duration) (time.Time, string) {
 	lc := &l.s.lc
 	if !l.want || !lc.restart {
 		return time.Time{}, ""
@@ -380,7 +418,7 @@ func (l *loop) planRestart() (time.Time, string) {
 		l.want = false
 		return time.Time{}, fmt.Sprintf("crash loop: %d restarts in %ss", len(l.history), strconv.FormatFloat(lc.window.Seconds(), 'f', -1, 64))
 	}
-	d := lc.backoff(l.failures)
+	d := max(lc.backoff(l.failures), floor)
 	l.failures++
 	return now.Add(d), ""
 }

@@ -96,6 +96,9 @@ type supervisor struct {
 	expired bool
 	// idleStopped: stopped for being idle, so the next call starts it.
 	idleStopped bool
+	// installSince: the running connect is a package runner's first start
+	// (see firstStartFactor), begun then; zero otherwise. For Status.Detail.
+	installSince time.Time
 	// askNewest: with protocol_version auto, the server refused the
 	// 2025-11-25 handshake, so sessions ask for the newest revision.
 	askNewest atomic.Bool
@@ -215,8 +218,9 @@ func newSupervisor(parent context.Context, cfg *config.Server, opts *Options, lo
 // attempt is a connect in progress, in its own goroutine so that the
 // supervisor stays free to abort it.
 type attempt struct {
-	cancel context.CancelFunc
-	done   chan attemptResult // capacity 1
+	cancel  context.CancelFunc
+	done    chan attemptResult // capacity 1
+	timeout time.Duration      // the startup timeout it was given
 }
 
 type attemptResult struct {
@@ -298,12 +302,13 @@ func (s *supervisor) publish(d Discovery) {
 	}
 }
 
-func (s *supervisor) startAttempt() *attempt {
-	ctx, cancel := context.WithTimeout(s.ctx, s.lc.startup)
-	a := &attempt{cancel: cancel, done: make(chan attemptResult, 1)}
+// startAttempt starts a connect bounded by timeout.
+func (s *supervisor) startAttempt(timeout time.Duration) *attempt {
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	a := &attempt{cancel: cancel, done: make(chan attemptResult, 1), timeout: timeout}
 	go func() {
 		defer cancel()
-		a.done <- s.connect(ctx)
+		a.done <- s.connect(ctx, timeout)
 	}()
 	return a
 }
@@ -331,14 +336,14 @@ func (s *supervisor) startRediscovery(sess *session) *rediscovery {
 
 // connect starts the server, initializes the session and discovers it. On
 // failure it has already cleaned up everything it started.
-func (s *supervisor) connect(ctx context.Context) attemptResult {
+func (s *supervisor) connect(ctx context.Context, timeout time.Duration) attemptResult {
 	sess := newSession(s.ctx)
 	fail := func(what string, err error) attemptResult {
 		s.teardown(sess)
 		reason := what + ": " + sess.redact.Error(err)
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
-			reason = fmt.Sprintf("connect timed out after %s (%s)", s.lc.startup, reason)
+			reason = fmt.Sprintf("connect timed out after %s (%s)", timeout, reason)
 			err = errors.Join(err, ctx.Err())
 		case ctx.Err() != nil:
 			reason = "connect canceled"
@@ -701,6 +706,9 @@ func (s *supervisor) unavailable(cause error) *UnavailableError {
 func (s *supervisor) snapshot() Status {
 	s.mu.RLock()
 	st := s.status
+	if st.State == StateConnecting && !s.installSince.IsZero() {
+		st.Detail = fmt.Sprintf("installing packages, %d s", int(time.Since(s.installSince).Seconds()))
+	}
 	if s.cur != nil {
 		st.InFlight = int(s.cur.calls.Load())
 	}

@@ -167,7 +167,12 @@ type Status struct {
 	// OnDemand: the server is DISCONNECTED and the next call starts it
 	// (start_on_demand, or it was stopped for being idle).
 	OnDemand bool
-	Health   Health
+	// Detail says what a CONNECTING server is busy with when a start may
+	// take long: "installing packages, 23 s" during the first start of a
+	// package runner (npx, uvx, docker run...), which is given
+	// firstStartFactor times the startup timeout. "" otherwise.
+	Detail string
+	Health Health
 }
 
 // Callable reports whether a call to the server can succeed without an
