@@ -90,12 +90,15 @@ func TestConformanceErasThroughGateway(t *testing.T) {
 	}
 	t.Run("paths", func(t *testing.T) {
 		for _, up := range upstreams {
-			g := startGateway(t, "servers:\n  fx:\n"+up.def+"    auto_start: true\n    prefix: \"\"\n", nil)
 			for _, endpoint := range []string{"/servers/fx/mcp", "/mcp"} {
 				for _, rev := range up.revisions {
 					path := up.name + " " + endpoint
 					t.Run(rev+" "+path, func(t *testing.T) {
 						t.Parallel()
+						// A gateway (and upstream) per run: a classic stdio
+						// server's requests name no call, so two suites
+						// sharing it at once would be refused as ambiguous.
+						g := startGateway(t, "servers:\n  fx:\n"+up.def+"    auto_start: true\n    prefix: \"\"\n", nil)
 						got := runSuite(t, g.url()+endpoint, rev)
 						mu.Lock()
 						through[rev][path] = got
