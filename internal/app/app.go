@@ -18,20 +18,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/cluster"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/escalation"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 	"github.com/switchboard-mcp/switchboard/internal/identity"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
-	"github.com/switchboard-mcp/switchboard/internal/netguard"
-	"github.com/switchboard-mcp/switchboard/internal/resilience"
+	"github.com/switchboard-mcp/switchboard/internal/pinning"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
+	"github.com/switchboard-mcp/switchboard/internal/servers"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/tlsserve"
+	"github.com/switchboard-mcp/switchboard/internal/toolsearch"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 	"github.com/switchboard-mcp/switchboard/internal/web"
 )
@@ -55,43 +58,46 @@ type Options struct {
 }
 
 // App is a running gateway. Build it with [New]; [App.Start] connects the
-// upstreams; [App.Close] stops everything it started.
+// upstreams and starts the background loops; [App.Close] stops everything
+// it started.
 type App struct {
-	cfg     *config.Config
-	logger  *slog.Logger
-	db      *store.DB
-	cat     *catalog.Catalog
-	ups     *upstream.Manager
-	pipe    *invoke.Pipeline
-	front   *front.Front
-	fronts  *frontSet // transparent per-server fronts
-	metrics *telemetry.Metrics
-	events  *telemetry.Bus
-	// series is the last hour of calls in memory, for the dashboard.
-	series  *telemetry.TimeSeries
-	guard   *netguard.Guard // the SSRF policy of every outbound fetch
-	reg     *registry
-	sec     *security
-	disc    *discovery
-	cluster *cluster
-	browser *httpguard.Guard // Host, Origin and body checks of every route
-	esc     *escalation.Service
-	// tls serves settings.listen_tls (nil: plain HTTP); its watcher runs
-	// until Close.
-	tls      *tlsserve.Source
-	tlsWatch sync.WaitGroup
-	// manifests are the tool manifests registered through the API.
-	manifests manifests
-	cancel    context.CancelFunc
-	ready     atomic.Bool
-	start     []string
-	getenv    func(string) string
-	tracing   *telemetry.Tracing // OTEL_* environment; off by default
-
+	cfg      atomic.Pointer[config.Config] // replaced by a reload
+	file     string                        // the config file; "" on the built-in config
+	getenv   func(string) string
+	logger   *slog.Logger
+	db       *store.DB
+	cat      *catalog.Catalog
+	reg      *servers.Registry
+	ups      *upstream.Manager // reg's
+	pipe     *invoke.Pipeline
+	front    *front.Front
+	fronts   *frontSet // transparent per-server fronts
+	metrics  *telemetry.Metrics
+	events   *telemetry.Bus
+	series   *telemetry.TimeSeries // the last hour of calls, for the dashboard
+	sec      *security
+	search   *toolsearch.Service
+	cluster  *cluster.Cluster
+	browser  *httpguard.Guard // Host, Origin and body checks of every route
+	esc      *escalation.Service
+	tls      *tlsserve.Source // settings.listen_tls; nil: plain HTTP
+	tracing  *telemetry.Tracing
+	start    []string // the servers to start
+	ready    atomic.Bool
 	reloadMu sync.Mutex // one reload at a time
+
+	// group owns every goroutine the App starts (serve, config watch,
+	// connect-all, cluster, index, certificate watch, breaker writes);
+	// cancel stops them. Components own their own inner goroutines (an
+	// upstream's supervisor, the audit writer).
+	group     *errgroup.Group
+	ctx       context.Context
+	cancel    context.CancelFunc
+	startOnce sync.Once
 }
 
-// New opens the store and builds the components. Nothing connects until
+// New opens the store and builds the components, leaves first: each is
+// given what it needs when it is built. Nothing connects or runs until
 // Start.
 func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	var o Options
@@ -108,26 +114,35 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		o.Version = "dev"
 	}
 	s := cfg.Settings
+	log := o.Logger
 	// Refuse an unauthenticated public listener before touching anything.
 	listen := s.Listen
 	if o.NoListener {
 		listen = ""
 	}
-	ic, _, err := authMode(cfg, listen, o.Getenv)
+	ic, warning, err := identity.FromConfig(cfg, listen, o.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkPlainHTTP(cfg, listen); err != nil {
 		return nil, err
 	}
+	if warning != "" {
+		log.Warn(warning)
+	}
+	if w := plainHTTPWarning(cfg, listen); w != "" {
+		log.Warn(w, "listen", listen)
+	}
 	var certs *tlsserve.Source
 	if t := s.ListenTLS; t != nil && listen != "" {
-		var err error
 		if certs, err = newCertSource(cfg, o); err != nil {
 			return nil, err
 		}
 	}
-	browser, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: o.Logger})
+	// Mutual TLS: a client certificate verified by the listener is a
+	// credential, in every auth mode.
+	ic.ClientCerts = certs != nil && s.ListenTLS.ClientCAFile != ""
+	browser, err := httpguard.New(httpguard.Options{AllowedHosts: cfg.Front.AllowedHosts, AllowedOrigins: cfg.Front.AllowedOrigins, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("front: %w", err)
 	}
@@ -140,46 +155,49 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	if tracing.Enabled() {
-		o.Logger.Info("tracing on", "export", tracing.Describe())
+		log.Info("tracing on", "export", tracing.Describe())
 	}
 	tracer := tracing.Tracer() // nil when off: no spans, no cost
 	durable := s.AuditDurability != config.AuditAsync
-	db, err := store.Open(ctx, s.Store, &store.Options{Logger: o.Logger, Durable: durable})
+	db, err := store.Open(ctx, s.Store, &store.Options{Logger: log, Durable: durable})
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", store.RedactDSN(s.Store), err)
 	}
-	// Background work of the gateway (connects started by the API) lives
-	// as long as the App, not as long as the request that started it.
-	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, logger: o.Logger, db: db, cancel: cancel, getenv: o.Getenv, metrics: telemetry.New(), series: telemetry.NewTimeSeries(nil), guard: guard, browser: browser, tls: certs, tracing: tracing}
-	if certs != nil {
-		a.tlsWatch.Go(func() { certs.Run(bg) })
-	}
-	a.cat = catalog.New(&catalog.Options{Separator: s.ToolNameSeparator})
-	a.reg = newRegistry(bg, db, a.cat, o.Logger, o.Getenv)
-	a.reg.guard = guard
-	a.reg.requireTLS = s.RequireTLSUpstreams
-	if a.reg.keys, err = secrets.Load(o.Getenv); err == nil && a.reg.keys == nil && ic.Mode == identity.ModeLocal && !db.IsPostgres() {
-		a.reg.keys, err = localSecretKey(s.Store, o.Logger)
+	keys, err := secrets.Load(o.Getenv)
+	if err == nil && keys == nil && ic.Mode == identity.ModeLocal && !db.IsPostgres() {
+		keys, err = localSecretKey(s.Store, log)
 	}
 	if err != nil {
 		db.Close()
-		cancel()
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	a.reg.metrics = a.metrics
-	a.reg.series = a.series
-	a.events = telemetry.NewBus()
-	a.reg.events = a.events
+
+	// Background work (connects started by the API, the loops of Start)
+	// lives as long as the App, not as long as the request that started it.
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	group, gctx := errgroup.WithContext(bg)
+	a := &App{file: cfg.File, getenv: o.Getenv, logger: log, db: db, browser: browser, tls: certs, tracing: tracing,
+		metrics: telemetry.New(), series: telemetry.NewTimeSeries(nil), events: telemetry.NewBus(),
+		cat: catalog.New(&catalog.Options{Separator: s.ToolNameSeparator}), group: group, ctx: gctx, cancel: cancel}
+	a.cfg.Store(cfg)
+	a.cluster = cluster.New(db, cluster.ReplicaName(), &cluster.Options{Logger: log, Version: o.Version, Addr: s.Listen, Scheme: a.scheme()})
+	if a.sec, err = newSecurity(ctx, cfg, ic, securityDeps{db: db, cat: a.cat, cluster: a.cluster, metrics: a.metrics,
+		events: a.events, guard: guard, logger: log}); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
+	var pins *pinning.Keeper
+	if recorder := a.sec.recorder; recorder != nil {
+		pins = pinning.New(db, &pinning.Options{Logger: log, Events: a.events, Audit: func(r audit.Record) { recorder.Record(r) }})
+	}
 	uo := &upstream.Options{
-		Logger:         o.Logger,
-		OnTransition:   a.reg.onTransition,
-		OnDiscovery:    a.reg.onDiscovery,
+		Logger:         log,
 		SelfExecutable: o.SelfExecutable,
 		Getenv:         o.Getenv,
 		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},
 		Guard:          guard,
 		Tracer:         tracer,
+		// The fronts are built below, before any server is loaded.
 		OnResourceUpdated: func(server string, p *mcp.ResourceUpdatedNotificationParams) {
 			a.front.ResourceUpdated(bg, server, p)
 			a.fronts.resourceUpdated(bg, server, p)
@@ -189,15 +207,25 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		},
 	}
 	uo.ApplySettings(s)
-	a.ups = upstream.NewManager(uo)
-	a.reg.ups = a.ups
-	if a.sec, err = newSecurity(ctx, a, cfg, o); err != nil {
-		a.Close(ctx)
-		return nil, err
-	}
-	a.reg.onChange = a.policyChanged
-	a.reg.pins = newPinGate(a)
-	if a.esc, err = a.newEscalation(s, o.Getenv); err != nil {
+	a.reg = servers.New(bg, db, a.cat, uo, &servers.Options{
+		Logger: log, Getenv: o.Getenv, Keys: keys, Guard: guard, RequireTLS: s.RequireTLSUpstreams,
+		Metrics: a.metrics, Series: a.series, Events: a.events, Pins: pins, ToolVersions: cfg.ToolVersions,
+		OnChange: a.policyChanged,
+		OnRemove: func(name string) { a.fronts.drop(name) },
+		OnAnnounced: func(server string, c upstream.ListChanges) {
+			a.front.Announce(server, c.Tools, c.Resources, c.Prompts)
+			if f := a.fronts.existing(server); f != nil {
+				f.Announce(server, c.Tools, c.Resources, c.Prompts)
+			}
+		},
+		OnRename: func(ctx context.Context, from, to string) {
+			a.sec.persist.MoveServer(ctx, a.sec.breakers, from, to)
+		},
+		Publish:   a.cluster.Publish,
+		Operation: a.operation,
+	})
+	a.ups = a.reg.Upstreams()
+	if a.esc, err = newEscalation(s, o.Getenv, guard, db, a.sec.engine, a.events, log); err != nil {
 		a.Close(ctx)
 		return nil, err
 	}
@@ -211,117 +239,78 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		Timeout:     time.Duration(s.InvocationTimeoutMS) * time.Millisecond,
 		Retry:       retryPolicy(s),
 		Fallbacks:   cfg.Fallbacks,
-		Logger:      o.Logger,
+		Logger:      log,
 		Authorizer:  a.sec.engine,
 		Recorder:    a.sec.recorder,
 		Redactor:    a.sec.redactor,
 		Limiter:     a.sec.limiter,
 		Bulkhead:    a.sec.bulk,
 		Breakers:    a.sec.breakers,
-		Idempotency: a.idempotency(),
+		Idempotency: a.sec.idem,
 		RetryBudget: a.sec.budget,
-		ToolState:   a.manifests.state,
+		ToolState:   a.reg.ToolState,
 		// A call returns only once its audit record is written (group
 		// commit): a gateway killed right after answering loses no row.
 		DurableAudit: durable,
 		ServerAccess: a.sec.engine.ServerAllowed,
-		OnCall:       a.onCall,
+		OnCall:       invoke.TelemetryObserver(a.metrics, a.series, a.events),
 		Escalator:    a.esc,
 		Approver:     approver,
 		Tracer:       tracer,
 	})
-	if a.disc, err = newDiscovery(a, cfg, o.Getenv); err != nil {
+	if a.search, err = toolsearch.New(a.cat, &toolsearch.Options{Logger: log, Search: cfg.Search, Skills: cfg.Skills,
+		Guard: guard, Getenv: o.Getenv, Servers: a.reg, Status: a.serverState, Visible: a.visible}); err != nil {
 		a.Close(ctx)
 		return nil, err
 	}
-	// requestState of stateless callers is sealed with the secret key when
-	// there is one, so that replicas sharing it accept each other's.
-	var sealer front.Sealer
-	if a.reg.keys != nil {
-		sealer = a.reg.keys
-	}
-	inputTimeout := time.Duration(cfg.Front.InputTimeoutSeconds) * time.Second
-	a.front = front.New(a.cat, a.pipe, &front.Options{
-		Sealer:         sealer,
-		InputTimeout:   inputTimeout,
-		Replica:        a.sec.replica,
-		ReplicaAddr:    a.replicaAddr,
-		Spend:          a.spendState,
-		ToolExposure:   cfg.Front.ToolExposure,
-		MetaToolPrefix: cfg.Front.MetaToolPrefix,
-		Searcher:       a.disc,
-		Logger:         o.Logger,
-		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: o.Version},
-		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
-			"namespaced by server: <server>" + s.ToolNameSeparator + "<name>.",
-		WithPeer:      withPeer,
-		Visible:       a.visible,
-		ServerVisible: a.sec.engine.ServerAllowed,
-		Tracer:        tracer,
-	})
-	a.reg.onRemove = func(name string) { a.fronts.drop(name) }
-	a.reg.onAnnounced = func(server string, c upstream.ListChanges) {
-		a.front.Announce(server, c.Tools, c.Resources, c.Prompts)
-		if f := a.fronts.existing(server); f != nil {
-			f.Announce(server, c.Tools, c.Resources, c.Prompts)
-		}
-	}
-	a.reg.onRename = a.moveBreakers
-	a.fronts = newFrontSet(func(server string) *front.Front {
-		return front.New(a.cat, a.pipe, &front.Options{
-			Logger:         o.Logger.With("endpoint", server),
-			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: o.Version},
-			Server:         server,
-			Sealer:         sealer,
-			InputTimeout:   inputTimeout,
-			Replica:        a.sec.replica,
-			ReplicaAddr:    a.replicaAddr,
-			Spend:          a.spendState,
-			WithPeer:       withPeer,
-			Visible:        a.visible,
-			ServerVisible:  a.sec.engine.ServerAllowed,
-			Tracer:         tracer,
-		})
-	})
-	start, err := a.reg.load(ctx, cfg)
-	if err != nil {
+	a.front, a.fronts = newFronts(cfg, frontDeps{cat: a.cat, pipe: a.pipe, keys: keys, cluster: a.cluster, search: a.search,
+		visible: a.visible, serverVisible: a.sec.engine.ServerAllowed, tracer: tracer, logger: log, version: o.Version})
+	if a.start, err = a.reg.Load(ctx, cfg); err != nil {
 		a.Close(ctx)
 		return nil, err
 	}
-	a.start = start
-	a.cluster = newCluster(a, o.Version)
-	announce := func(key string) { a.cluster.publish("breaker", key) }
-	a.sec.persist.announce.Store(&announce)
 	return a, nil
 }
 
-// idempotency is the pipeline's idempotency cache: this process's, shared
-// through the store when replicas share one (PostgreSQL).
-func (a *App) idempotency() invoke.Idempotency {
-	if !a.db.IsPostgres() {
-		return a.sec.idem
+// serverState is a server's state, "" for one the manager does not know.
+func (a *App) serverState(server string) string {
+	st, err := a.ups.Status(server)
+	if err != nil {
+		return ""
 	}
-	ttl := a.cfg.Settings.IdempotencyTTL
-	if ttl <= 0 {
-		ttl = resilience.DefaultIdempotencyTTL
-	}
-	return &sharedIdempotency{local: a.sec.idem, db: a.db, cat: a.cat, ttl: ttl, logger: a.logger}
+	return string(st.State)
+}
+
+// startLoops starts the background loops, once.
+func (a *App) startLoops() {
+	a.startOnce.Do(func() {
+		ctx := a.ctx
+		a.group.Go(func() error { return a.search.Run(ctx) })
+		a.group.Go(func() error { return a.sec.persist.Run(ctx) })
+		a.group.Go(func() error { return a.cluster.Run(ctx, a.clusterHandlers()) })
+		if a.tls != nil {
+			a.group.Go(func() error { a.tls.Run(ctx); return nil })
+		}
+	})
 }
 
 // Start connects every server marked for auto start, concurrently. It
 // returns at once; the gateway reports ready (GET /readyz) once every
 // attempt has finished, successful or not.
 func (a *App) Start() {
-	a.reg.wg.Go(func() {
-		a.reg.connectAll(a.reg.ctx, a.start)
+	a.startLoops()
+	a.group.Go(func() error {
+		a.reg.ConnectAll(a.ctx, a.start)
 		a.ready.Store(true)
 		a.logger.Info("ready", "servers", len(a.start))
+		return nil
 	})
 }
 
 // StartAndWait is Start, returning once every auto-start attempt finished.
 func (a *App) StartAndWait() {
-	a.reg.connectAll(a.reg.ctx, a.start)
+	a.startLoops()
+	a.reg.ConnectAll(a.ctx, a.start)
 	a.ready.Store(true)
 }
 
@@ -333,8 +322,8 @@ func (a *App) Ready() bool { return a.ready.Load() }
 // the port trusts whoever reaches it, and every web page does.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
-	authn := a.authenticate
-	fc := a.cfg.Front
+	authn := a.sec.authenticate
+	fc := a.cfg.Load().Front
 	// The browser guard below covers the MCP endpoints too.
 	httpOpts := &front.HTTPOptions{Stateless: fc.Stateless, Guarded: true,
 		Sessions: front.NewSessions(&front.SessionOptions{
@@ -415,18 +404,16 @@ func (a *App) RunStdio(ctx context.Context) error {
 	return a.front.RunStdio(authz.WithIdentity(ctx, authz.LocalAdmin()))
 }
 
-// Close stops the upstreams (and their processes), then the store.
-// Idempotent.
+// Close stops the loops, the upstreams (and their processes), then the
+// store. Idempotent.
 func (a *App) Close(ctx context.Context) {
 	if a.cancel != nil {
 		a.cancel()
+		_ = a.group.Wait() // the loops return nil; they stop with the cancel above
 	}
-	a.tlsWatch.Wait() // the certificate watcher stops with the cancel above
 	if a.front != nil {
 		a.front.Close()
 	}
-	a.disc.close()
-	a.disc = nil
 	if a.fronts != nil {
 		a.fronts.close()
 	}
@@ -434,27 +421,30 @@ func (a *App) Close(ctx context.Context) {
 		if err := a.ups.Close(context.WithoutCancel(ctx)); err != nil {
 			a.logger.Warn("closing upstreams", "error", err)
 		}
+		a.ups = nil
 	}
-	a.cluster.close()
 	// After the upstreams, whose last failures it may still record;
 	// undelivered escalations stay stored for the next start.
 	if a.esc != nil {
 		a.esc.Close()
+		a.esc = nil
 	}
 	// After the upstreams: calls finishing during their shutdown are still
-	// audited.
+	// audited, and the breakers' last states written.
 	a.sec.close(ctx)
 	a.sec = nil
 	// Last of the call path: the spans of calls that ended above are
 	// exported before the process goes.
-	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer tcancel()
-	if err := a.tracing.Shutdown(tctx); err != nil {
-		a.logger.Warn("exporting the last spans", "error", err)
+	if a.tracing != nil {
+		tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer tcancel()
+		if err := a.tracing.Shutdown(tctx); err != nil {
+			a.logger.Warn("exporting the last spans", "error", err)
+		}
+		a.tracing = nil
 	}
-	a.tracing = nil
 	if a.reg != nil {
-		a.reg.close()
+		a.reg.Close()
 	}
 	if a.db != nil {
 		if err := a.db.Close(); err != nil {
@@ -479,11 +469,11 @@ func Run(ctx context.Context, cfg *config.Config, opts *Options) error {
 	a.logger.Info("switchboard listening", "addr", ln.Addr().String(),
 		"mcp", a.scheme()+"://"+ln.Addr().String()+"/mcp", "config", configName(cfg), "store", store.RedactDSN(cfg.Settings.Store))
 	a.Start()
-	wctx, stop := context.WithCancel(ctx)
-	var watcher sync.WaitGroup
-	watcher.Go(func() { a.WatchConfig(wctx, 2*time.Second) })
-	defer func() { stop(); watcher.Wait() }()
-	return a.Serve(ctx, ln)
+	a.group.Go(func() error { a.WatchConfig(a.ctx, 2*time.Second); return nil })
+	// Serving ends when ctx does (or the listener fails): then every loop
+	// stops.
+	a.group.Go(func() error { defer a.cancel(); return a.Serve(ctx, ln) })
+	return a.group.Wait()
 }
 
 // RunStdio is `switchboard stdio`: the gateway serving one client over

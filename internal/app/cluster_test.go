@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/servers"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
 
@@ -352,7 +352,7 @@ func TestSecretsAtRest(t *testing.T) {
 	g2.http.Close()
 	g2.app.Close(t.Context())
 	newKey := "bmV3LXN3aXRjaGJvYXJkLXRlc3Qta2V5LTMyLWJ5dGU="
-	n, err := app.RotateSecrets(t.Context(), dbPath, func(k string) string {
+	n, err := servers.RotateSecrets(t.Context(), dbPath, func(k string) string {
 		switch k {
 		case "SWITCHBOARD_SECRET_KEY":
 			return newKey

@@ -2,9 +2,14 @@ package app
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
+	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/escalation"
@@ -14,8 +19,9 @@ import (
 // webhook passes the SSRF guard like every other outbound URL, and its
 // headers are read from the environment here, once, so that no secret sits
 // in the config or reaches a log.
-func (a *App) newEscalation(s config.Settings, getenv func(string) string) (*escalation.Service, error) {
-	if err := checkConfiguredURL(a.guard, "settings.escalation_webhook_url", s.EscalationWebhookURL); err != nil {
+func newEscalation(s config.Settings, getenv func(string) string, guard *netguard.Guard, db *store.DB,
+	tokens escalation.TokenIssuer, events *telemetry.Bus, logger *slog.Logger) (*escalation.Service, error) {
+	if err := guard.CheckConfigured("settings.escalation_webhook_url", s.EscalationWebhookURL); err != nil {
 		return nil, err
 	}
 	header := http.Header{}
@@ -27,14 +33,14 @@ func (a *App) newEscalation(s config.Settings, getenv func(string) string) (*esc
 		}
 		header.Set(name, v)
 	}
-	return escalation.New(a.db, &escalation.Options{
+	return escalation.New(db, &escalation.Options{
 		WebhookURL:  s.EscalationWebhookURL,
 		Header:      header,
 		Events:      s.EscalationEvents,
-		Client:      a.guard.Client(10 * time.Second),
-		Tokens:      a.sec.engine,
+		Client:      guard.Client(10 * time.Second),
+		Tokens:      tokens,
 		ApprovalTTL: s.ApprovalTTL,
-		OnEvent:     a.events.Publish,
-		Logger:      a.logger.With("component", "escalation"),
+		OnEvent:     events.Publish,
+		Logger:      logger.With("component", "escalation"),
 	}), nil
 }

@@ -3,18 +3,90 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/switchboard-mcp/switchboard/internal/api"
+	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/cluster"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
+	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/secrets"
+	"github.com/switchboard-mcp/switchboard/internal/servers"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
 // withPeer hands the calling downstream session to the upstream side.
 func withPeer(ctx context.Context, p *front.Peer) context.Context { return upstream.WithPeer(ctx, p) }
+
+// frontDeps are what the fronts are built on.
+type frontDeps struct {
+	cat           *catalog.Catalog
+	pipe          *invoke.Pipeline
+	keys          *secrets.Keyring // seals stateless callers' requestState; nil: a per-process key
+	cluster       *cluster.Cluster
+	search        front.Searcher
+	visible       func(authz.Identity, catalog.Tool) bool
+	serverVisible func(authz.Identity, string) bool
+	tracer        trace.Tracer
+	logger        *slog.Logger
+	version       string
+}
+
+// newFronts builds the MCP front of /mcp and /sse and the set of
+// transparent per-server fronts.
+func newFronts(cfg *config.Config, d frontDeps) (*front.Front, *frontSet) {
+	// requestState of stateless callers is sealed with the secret key when
+	// there is one, so that replicas sharing it accept each other's.
+	var sealer front.Sealer
+	if d.keys != nil {
+		sealer = d.keys
+	}
+	inputTimeout := time.Duration(cfg.Front.InputTimeoutSeconds) * time.Second
+	sep := cfg.Settings.ToolNameSeparator
+	main := front.New(d.cat, d.pipe, &front.Options{
+		Sealer:         sealer,
+		InputTimeout:   inputTimeout,
+		Replica:        d.cluster.ID(),
+		ReplicaAddr:    d.cluster.ReplicaAddr,
+		Spend:          d.cluster.SpendOnce,
+		ToolExposure:   cfg.Front.ToolExposure,
+		MetaToolPrefix: cfg.Front.MetaToolPrefix,
+		Searcher:       d.search,
+		Logger:         d.logger,
+		Implementation: &mcp.Implementation{Name: "switchboard", Title: "switchboard MCP gateway", Version: d.version},
+		Instructions: "switchboard aggregates several MCP servers. Tool, prompt and resource names are " +
+			"namespaced by server: <server>" + sep + "<name>.",
+		WithPeer:      withPeer,
+		Visible:       d.visible,
+		ServerVisible: d.serverVisible,
+		Tracer:        d.tracer,
+	})
+	set := newFrontSet(func(server string) *front.Front {
+		return front.New(d.cat, d.pipe, &front.Options{
+			Logger:         d.logger.With("endpoint", server),
+			Implementation: &mcp.Implementation{Name: "switchboard/" + server, Version: d.version},
+			Server:         server,
+			Sealer:         sealer,
+			InputTimeout:   inputTimeout,
+			Replica:        d.cluster.ID(),
+			ReplicaAddr:    d.cluster.ReplicaAddr,
+			Spend:          d.cluster.SpendOnce,
+			WithPeer:       withPeer,
+			Visible:        d.visible,
+			ServerVisible:  d.serverVisible,
+			Tracer:         d.tracer,
+		})
+	})
+	return main, set
+}
 
 // frontSet holds the transparent per-server fronts (/servers/{name}/...),
 // built on first use: most servers are only ever reached through /mcp.
@@ -32,10 +104,10 @@ func newFrontSet(build func(string) *front.Front) *frontSet {
 
 // handler serves one endpoint kind of the transparent fronts, 404 for a
 // server the registry does not know. endpoint builds the front's handler.
-func (s *frontSet) handler(reg *registry, opts *front.HTTPOptions, endpoint func(*front.Front, *front.HTTPOptions) http.Handler) http.Handler {
+func (s *frontSet) handler(reg *servers.Registry, opts *front.HTTPOptions, endpoint func(*front.Front, *front.HTTPOptions) http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if reg.lookup(name) == nil {
+		if _, ok := reg.Lookup(name); !ok {
 			writeNotFound(w, name)
 			return
 		}

@@ -1,8 +1,6 @@
 package app
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -27,37 +25,4 @@ func outboundGuard(s config.Settings) (*netguard.Guard, error) {
 		return nil, fmt.Errorf("settings.outbound_allow: %w", err)
 	}
 	return g, nil
-}
-
-// checkConfiguredURL refuses at start a URL of the config file that the
-// guard refuses by scheme, address literal or name. It does not resolve
-// names, so that a slow or absent DNS cannot hold the start; the dialer
-// checks every address it connects to anyway.
-func checkConfiguredURL(g *netguard.Guard, field, rawURL string) error {
-	if rawURL == "" {
-		return nil
-	}
-	if err := g.CheckURLLiteral(rawURL); errors.Is(err, netguard.ErrBlocked) {
-		return fmt.Errorf("%s: %w", field, err)
-	}
-	return nil
-}
-
-// checkOutbound refuses a server definition registered at runtime whose url
-// or health_check_url the guard refuses, before anything is stored or
-// started. A host that does not resolve (yet) is accepted: the connect
-// checks again, and so does every dial.
-func (r *registry) checkOutbound(ctx context.Context, def *config.Server) error {
-	if r.guard == nil || def.Transport == config.TransportStdio {
-		return nil
-	}
-	for _, f := range []struct{ field, url string }{{"url", def.URL}, {"health_check_url", def.HealthCheckURL}} {
-		if f.url == "" {
-			continue
-		}
-		if err := r.guard.CheckURL(ctx, f.url); errors.Is(err, netguard.ErrBlocked) {
-			return fmt.Errorf("servers.%s.%s: %w", def.Name, f.field, err)
-		}
-	}
-	return nil
 }

@@ -10,76 +10,129 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 )
 
-// Reload reads the config file again and applies the difference in servers
-// (see registry.reload). An invalid file is rejected with its errors and the
-// running config stays. Settings other than servers take effect at the next
-// start; a change to them is logged.
+// Reload reads the config file again and applies it as one change (see
+// servers.Registry.Reload: the new and changed servers are built and
+// started next to the running ones, then swapped in). An invalid file, or
+// a server that cannot start, is rejected with its errors and the running
+// gateway stays exactly as it was.
+//
+// Applied at once: servers, the authorization policy (roles, high-risk
+// tools, token TTLs), fallbacks, the tool version matrix, and the call
+// timeout and retry settings. Everything else needs a restart — listeners,
+// TLS, the store, authentication, the front, search and skills, and the
+// settings the components are built with; a reload that changes them says
+// which, by name, and leaves them as they were (docs/configuration.md,
+// "Reloading").
 func (a *App) Reload(ctx context.Context) error {
-	if a.cfg.File == "" {
+	if a.file == "" {
 		return fmt.Errorf("reload: the gateway runs on the built-in config; there is no file to reload")
 	}
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
-	next, err := config.Load(a.cfg.File, a.getenv)
+	cur := a.cfg.Load()
+	next, err := config.Load(a.file, a.getenv)
 	if err != nil {
-		a.logger.Error("config reload rejected; the running config stays", "file", a.cfg.File, "error", err)
+		a.logger.Error("config reload rejected; the running gateway is unchanged", "file", a.file, "error", err)
 		return err
 	}
 	// Flags given at start still win over the file.
-	next.Settings.Listen, next.Settings.Store = a.cfg.Settings.Listen, a.cfg.Settings.Store
-	if !reflect.DeepEqual(next.Auth, a.cfg.Auth) {
-		a.logger.Warn("config reload: the auth section changed; it takes effect at the next start", "file", a.cfg.File)
-	}
-	if !reflect.DeepEqual(next.Search, a.cfg.Search) || !reflect.DeepEqual(next.Skills, a.cfg.Skills) || !reflect.DeepEqual(next.Front, a.cfg.Front) {
-		a.logger.Warn("config reload: the search, skills or front section changed; it takes effect at the next start", "file", a.cfg.File)
-	}
-	if next.Authz.Approval != a.cfg.Authz.Approval {
-		// The pipeline's approver is chosen when it is built.
-		a.logger.Warn("config reload: authz.approval changed; it takes effect at the next start", "file", a.cfg.File)
-	}
-	if !reflect.DeepEqual(next.Settings, a.cfg.Settings) {
-		a.logger.Warn("config reload: changed settings take effect at the next start", "file", a.cfg.File)
-	}
-	rep, start, err := a.reg.reload(ctx, next)
+	next.Settings.Listen, next.Settings.Store = cur.Settings.Listen, cur.Settings.Store
+	rep, err := a.reg.Reload(ctx, next)
 	if err != nil {
-		a.logger.Error("config reload failed part way", "file", a.cfg.File, "error", err)
+		a.logger.Error("config reload rejected; the running gateway is unchanged", "file", a.file, "error", err)
 		return err
 	}
-	// Servers, the authorization policy, fallbacks and the version matrix
-	// apply at once; authentication and settings at the next start (logged
-	// above).
 	applied := *next
-	applied.File, applied.Settings, applied.Auth = a.cfg.File, a.cfg.Settings, a.cfg.Auth
-	applied.Search, applied.Skills, applied.Front = a.cfg.Search, a.cfg.Skills, a.cfg.Front
-	applied.Authz.Approval = a.cfg.Authz.Approval
-	a.cfg = &applied
-	a.policyChanged()
-	s := a.cfg.Settings
-	a.pipe.Retune(invoke.Tuning{Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond, Retry: retryPolicy(s), Fallbacks: next.Fallbacks})
-	for _, name := range start {
-		a.reg.connectInBackground(name)
+	restart := keepRestartOnly(&applied, cur)
+	if len(restart) > 0 {
+		a.logger.Warn("config reload: these changes take effect at the next start", "file", a.file, "fields", strings.Join(restart, ", "))
 	}
-	a.logger.Info("config reloaded", "file", a.cfg.File, "added", strings.Join(rep.Added, ","),
+	a.cfg.Store(&applied)
+	a.policyChanged()
+	s := applied.Settings
+	a.pipe.Retune(invoke.Tuning{Timeout: time.Duration(s.InvocationTimeoutMS) * time.Millisecond, Retry: retryPolicy(s), Fallbacks: applied.Fallbacks})
+	a.logger.Info("config reloaded", "file", a.file, "added", strings.Join(rep.Added, ","),
 		"removed", strings.Join(rep.Removed, ","), "changed", strings.Join(rep.Changed, ","), "unchanged", len(rep.Unchanged))
 	return nil
+}
+
+// liveSettings are the settings a reload applies at once.
+var liveSettings = map[string]bool{
+	"invocation_timeout_ms": true, "retry_max_attempts": true, "retry_base_ms": true, "retry_factor": true,
+	"retry_max_delay_ms": true, "token_ttl_minutes": true, "auth_cache_ttl_minutes": true,
+	// Applied to each server as it is (re)built by the reload.
+	"auto_start_default": true,
+}
+
+// keepRestartOnly puts back into next the parts of cur that only a restart
+// changes and returns the names of those that differ.
+func keepRestartOnly(next, cur *config.Config) []string {
+	var changed []string
+	section := func(name string, a, b any) bool {
+		if reflect.DeepEqual(a, b) {
+			return false
+		}
+		changed = append(changed, name)
+		return true
+	}
+	if section("auth", next.Auth, cur.Auth) {
+		next.Auth = cur.Auth
+	}
+	if section("search", next.Search, cur.Search) {
+		next.Search = cur.Search
+	}
+	if section("skills", next.Skills, cur.Skills) {
+		next.Skills = cur.Skills
+	}
+	if section("front", next.Front, cur.Front) {
+		next.Front = cur.Front
+	}
+	if section("authz.approval", next.Authz.Approval, cur.Authz.Approval) {
+		next.Authz.Approval = cur.Authz.Approval // the pipeline's approver is chosen when it is built
+	}
+	nv, cv := reflect.ValueOf(&next.Settings).Elem(), reflect.ValueOf(cur.Settings)
+	for i := range nv.NumField() {
+		f := nv.Type().Field(i)
+		name := snake(f.Name)
+		if !f.IsExported() || liveSettings[name] || reflect.DeepEqual(nv.Field(i).Interface(), cv.Field(i).Interface()) {
+			continue
+		}
+		changed = append(changed, "settings."+name)
+		nv.Field(i).Set(cv.Field(i))
+	}
+	return changed
+}
+
+// snake turns a Go field name into its config key: ListenTLS → listen_tls.
+func snake(s string) string {
+	var b strings.Builder
+	r := []rune(s)
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || (i+1 < len(r) && unicode.IsLower(r[i+1]))) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
 }
 
 // WatchConfig reloads on SIGHUP and when the config file's content changes
 // (polled: no dependency on inotify, works on every filesystem and with
 // editors that replace the file), until ctx is done.
 func (a *App) WatchConfig(ctx context.Context, every time.Duration) {
-	if a.cfg.File == "" {
+	if a.file == "" {
 		return
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	last := fileDigest(a.cfg.File)
+	last := fileDigest(a.file)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -87,16 +140,16 @@ func (a *App) WatchConfig(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			a.logger.Info("SIGHUP: reloading config", "file", a.cfg.File)
+			a.logger.Info("SIGHUP: reloading config", "file", a.file)
 		case <-t.C:
-			d := fileDigest(a.cfg.File)
+			d := fileDigest(a.file)
 			if d == last || d == "" {
 				continue
 			}
-			a.logger.Info("config file changed: reloading", "file", a.cfg.File)
+			a.logger.Info("config file changed: reloading", "file", a.file)
 		}
-		last = fileDigest(a.cfg.File)
-		_ = a.Reload(ctx) // logged by Reload; the running config stays on error
+		last = fileDigest(a.file)
+		_ = a.Reload(ctx) // logged by Reload; the running gateway stays on error
 	}
 }
 

@@ -2,36 +2,39 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/switchboard-mcp/switchboard/internal/admin"
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
+	"github.com/switchboard-mcp/switchboard/internal/cluster"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/front"
 	"github.com/switchboard-mcp/switchboard/internal/identity"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/resilience"
 	"github.com/switchboard-mcp/switchboard/internal/store"
+	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 )
 
 // AdminKeyEnv names the environment variable whose value, when set, is an
 // admin API key from the start: how an operator bootstraps the first keys.
-const AdminKeyEnv = "SWITCHBOARD_ADMIN_KEY"
+const AdminKeyEnv = identity.AdminKeyEnv
 
 // security holds the pipeline's stateful parts: who callers are, what they
 // may do, and the resilience state shared by all calls.
@@ -41,94 +44,15 @@ type security struct {
 	redactor *audit.Redactor
 	recorder *audit.Recorder
 	breakers *resilience.Breakers
+	persist  *resilience.BreakerPersister
 	bulk     *resilience.Bulkheads
 	limiter  *resilience.RateLimiter
-	idem     *resilience.Idempotency[*invoke.Result]
-	persist  *breakerPersister
-	replica  string
+	idem     invoke.Idempotency
+	logger   *slog.Logger
 
 	budgetMu    sync.Mutex
 	budgets     map[string]*resilience.RetryBudget
 	budgetRatio float64
-}
-
-// authMode decides how callers authenticate, from the config and the
-// listener: with no auth section, credential-less loopback callers are the
-// local admin (a warning says so), and any other listener is refused,
-// because it would hand every tool to the network.
-func authMode(cfg *config.Config, listen string, getenv func(string) string) (identity.Config, string, error) {
-	ic := identity.Config{AdminKey: getenv(AdminKeyEnv)}
-	if cfg.Auth == nil {
-		if listen != "" && !loopbackListen(listen) {
-			where := "the config file"
-			if cfg.File != "" {
-				where = cfg.File
-			}
-			return ic, "", config.Errors{{File: cfg.File, Field: "settings.listen", Msg: fmt.Sprintf(
-				"refusing to listen on %s without authentication: anyone who can reach it could call every tool. "+
-					"Add an auth: section to %s (mode: keys, then create keys with %s set; or mode: jwt), or listen on 127.0.0.1",
-				listen, where, AdminKeyEnv)}}
-		}
-		ic.Mode = identity.ModeLocal
-		return ic, "no auth section: local mode, requests without credentials from this machine (loopback) act as the local admin; " +
-			"add an auth: section before exposing the gateway", nil
-	}
-	ic.Mode = cfg.Auth.Mode
-	if j := cfg.Auth.JWT; j != nil {
-		var secret string
-		if j.Secret != "" { // else jwks_url: there is no key to expand
-			var err error
-			if secret, err = j.ExpandSecret(getenv); err != nil {
-				return ic, "", err // names auth.jwt.secret and the variable
-			}
-		}
-		ic.JWT = &identity.JWTConfig{
-			Secret: secret, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway,
-			AgentClaim: j.Claims.AgentID, RolesClaim: j.Claims.Roles, WorkspaceClaim: j.Claims.Workspace,
-			AllowClaim: j.Claims.AllowServers, DenyClaim: j.Claims.DenyServers, AdminClaim: j.Claims.Admin,
-		}
-	}
-	if o := cfg.Auth.OAuth; o != nil {
-		if o.Resource == "" && listen != "" && !loopbackListen(listen) {
-			// Behind a proxy or on a public name, the Host header is whatever
-			// the client (or the proxy) says: audiences must come from config.
-			return ic, "", config.Errors{{File: cfg.File, Line: cfg.Auth.Pos.Line, Column: cfg.Auth.Pos.Column, Field: "auth.oauth.resource",
-				Msg: fmt.Sprintf("is required when listening on %s: set it to the gateway's URL as clients reach it (e.g. https://gateway.example.com); "+
-					"tokens must be issued for it", listen)}}
-		}
-		oc := &identity.OAuthConfig{
-			Resource: o.Resource, Scopes: o.Scopes, ScopeRoles: o.ScopeRoles,
-			Token: identity.JWTConfig{Issuer: o.Issuer, JWKSURL: o.JWKSURL, Leeway: o.Leeway,
-				AgentClaim: o.Claims.AgentID, RolesClaim: o.Claims.Roles, WorkspaceClaim: o.Claims.Workspace,
-				AllowClaim: o.Claims.AllowServers, DenyClaim: o.Claims.DenyServers, AdminClaim: o.Claims.Admin},
-		}
-		if in := o.Introspection; in != nil {
-			secret, err := in.ExpandSecret(getenv)
-			if err != nil {
-				return ic, "", err // names the field and the variable
-			}
-			oc.Introspection = &identity.IntrospectionConfig{URL: in.URL, ClientID: in.ClientID, ClientSecret: secret, CacheTTL: in.Cache}
-			if in.Cache == 0 {
-				oc.Introspection.CacheTTL = -1 // the setting's 0 means no cache
-			}
-		}
-		ic.OAuth = oc
-	}
-	return ic, "", nil
-}
-
-// loopbackListen reports whether a listen address only accepts local
-// connections.
-func loopbackListen(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = addr
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // policyFrom builds the authorization policy of a config and the servers'
@@ -175,56 +99,52 @@ func jitter20(d time.Duration) time.Duration {
 	return time.Duration(math.Round(float64(d) * f))
 }
 
+// securityDeps are what the security parts are built on.
+type securityDeps struct {
+	db      *store.DB
+	cat     *catalog.Catalog
+	cluster *cluster.Cluster
+	metrics *telemetry.Metrics
+	events  *telemetry.Bus
+	guard   *netguard.Guard
+	logger  *slog.Logger
+}
+
 // newSecurity builds the identity, authorization, audit and resilience
-// parts from the config. Stateful parts load their state from db.
-func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*security, error) {
+// parts from the config and ic (see authMode). Stateful parts load their
+// state from the store.
+func newSecurity(ctx context.Context, cfg *config.Config, ic identity.Config, d securityDeps) (*security, error) {
 	s := cfg.Settings
-	sec := &security{replica: replicaName(), budgets: map[string]*resilience.RetryBudget{}, budgetRatio: s.RetryBudgetRatio}
-	listen := cfg.Settings.Listen
-	if o.NoListener {
-		listen = ""
-	}
-	ic, warning, err := authMode(cfg, listen, o.Getenv)
-	if err != nil {
-		return nil, err
-	}
-	if warning != "" {
-		a.logger.Warn(warning)
-	}
-	if w := plainHTTPWarning(cfg, listen); w != "" {
-		a.logger.Warn(w, "listen", listen)
-	}
-	// Mutual TLS: a client certificate verified by the listener is a
-	// credential, in every auth mode.
-	ic.ClientCerts = a.tls != nil && cfg.Settings.ListenTLS.ClientCAFile != ""
+	sec := &security{logger: d.logger, budgets: map[string]*resilience.RetryBudget{}, budgetRatio: s.RetryBudgetRatio}
 	if ic.AdminKey != "" {
-		a.logger.Info("admin key from the environment is active", "env", AdminKeyEnv)
+		d.logger.Info("admin key from the environment is active", "env", AdminKeyEnv)
 	}
 	if ic.JWT != nil && ic.JWT.JWKSURL != "" {
-		if err := checkConfiguredURL(a.guard, "auth.jwt.jwks_url", ic.JWT.JWKSURL); err != nil {
+		if err := d.guard.CheckConfigured("auth.jwt.jwks_url", ic.JWT.JWKSURL); err != nil {
 			return nil, err
 		}
-		ic.JWT.HTTPClient = a.guard.Client(identity.DefaultJWKSTimeout)
+		ic.JWT.HTTPClient = d.guard.Client(identity.DefaultJWKSTimeout)
 	}
 	if oc := ic.OAuth; oc != nil {
 		// Outbound like any configured URL: through the SSRF guard.
-		if err := checkConfiguredURL(a.guard, "auth.oauth.jwks_url", oc.Token.JWKSURL); err != nil {
+		if err := d.guard.CheckConfigured("auth.oauth.jwks_url", oc.Token.JWKSURL); err != nil {
 			return nil, err
 		}
-		oc.Token.HTTPClient = a.guard.Client(identity.DefaultJWKSTimeout)
+		oc.Token.HTTPClient = d.guard.Client(identity.DefaultJWKSTimeout)
 		if in := oc.Introspection; in != nil {
-			if err := checkConfiguredURL(a.guard, "auth.oauth.introspection.url", in.URL); err != nil {
+			if err := d.guard.CheckConfigured("auth.oauth.introspection.url", in.URL); err != nil {
 				return nil, err
 			}
 			in.HTTPClient = oc.Token.HTTPClient
 		}
-		a.logger.Info("OAuth resource server", "issuer", oc.Token.Issuer, "resource", oc.Resource,
+		d.logger.Info("OAuth resource server", "issuer", oc.Token.Issuer, "resource", oc.Resource,
 			"jwks", oc.Token.JWKSURL != "", "introspection", oc.Introspection != nil)
 	}
-	if sec.authn, err = identity.New(ic, keyStore{a.db}, &identity.Options{Logger: a.logger}); err != nil {
+	var err error
+	if sec.authn, err = identity.New(ic, admin.KeyStore{DB: d.db}, &identity.Options{Logger: d.logger}); err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
-	if sec.engine, err = authz.New(ctx, grantStore{a.db}, policyFrom(cfg, nil), &authz.Options{Logger: a.logger}); err != nil {
+	if sec.engine, err = authz.New(ctx, admin.GrantStore{DB: d.db}, policyFrom(cfg, nil), &authz.Options{Logger: d.logger}); err != nil {
 		sec.authn.Close()
 		return nil, fmt.Errorf("loading grants: %w", err)
 	}
@@ -232,37 +152,37 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 		sec.authn.Close()
 		return nil, fmt.Errorf("audit_redact_pattern: %w", err)
 	}
-	sec.recorder = audit.NewRecorder(auditSink{a.db}, &audit.Options{
+	sec.recorder = audit.NewRecorder(admin.AuditSink{DB: d.db}, &audit.Options{
 		QueueSize:  s.AuditQueueSize,
 		Retention:  time.Duration(s.AuditRetentionDays) * 24 * time.Hour,
-		Replica:    sec.replica,
-		Logger:     a.logger,
-		OnDepth:    a.metrics.AuditDepth,
-		OnOverflow: a.metrics.AuditDropped,
+		Replica:    d.cluster.ID(),
+		Logger:     d.logger,
+		OnDepth:    d.metrics.AuditDepth,
+		OnOverflow: d.metrics.AuditDropped,
 	})
 
-	sec.persist = newBreakerPersister(a.db, a.logger)
+	sec.persist = resilience.NewBreakerPersister(d.db, func(key string) { d.cluster.Publish(cluster.KindBreaker, key) }, d.logger)
 	bs := breakerSettings(s)
-	bs.OnChange = sec.persist.save
+	bs.OnChange = sec.persist.Save
 	bs.OnStateChange = func(key string, from, to resilience.State) {
-		a.metrics.CircuitState(key, int(to))
+		d.metrics.CircuitState(key, int(to))
 		typ := map[resilience.State]string{resilience.Open: "circuit.opened", resilience.Closed: "circuit.closed", resilience.HalfOpen: "circuit.half_open"}[to]
-		a.events.Publish(typ, map[string]any{"circuit_key": key, "from": from.String(), "to": to.String()})
+		d.events.Publish(typ, map[string]any{"circuit_key": key, "from": from.String(), "to": to.String()})
 		lvl := slog.LevelInfo
 		if to == resilience.Open {
 			lvl = slog.LevelWarn
 		}
-		a.logger.Log(context.Background(), lvl, "circuit breaker", "key", key, "from", from.String(), "to", to.String())
+		d.logger.Log(context.Background(), lvl, "circuit breaker", "key", key, "from", from.String(), "to", to.String())
 	}
 	sec.breakers = resilience.NewBreakers(bs)
-	rows, err := a.db.ListBreakers(ctx)
+	rows, err := d.db.ListBreakers(ctx)
 	if err != nil {
-		a.logger.Warn("restoring circuit breakers", "error", err)
+		d.logger.Warn("restoring circuit breakers", "error", err)
 	}
 	for _, row := range rows {
-		if st, ok := sec.restoreBreaker(row); ok && st != resilience.Closed {
-			a.metrics.CircuitState(row.Key, int(st))
-			a.logger.Info("circuit breaker restored", "key", row.Key, "state", st.String())
+		if st, ok := resilience.RestoreBreaker(sec.breakers, row); ok && st != resilience.Closed {
+			d.metrics.CircuitState(row.Key, int(st))
+			d.logger.Info("circuit breaker restored", "key", row.Key, "state", st.String())
 		}
 	}
 
@@ -272,8 +192,41 @@ func newSecurity(ctx context.Context, a *App, cfg *config.Config, o Options) (*s
 	}
 	sec.bulk = resilience.NewBulkheads(resilience.BulkheadSettings{MaxConcurrent: s.BulkheadMaxConcurrent, MaxQueue: queue})
 	sec.limiter = resilience.NewRateLimiter(resilience.RateLimit{Rate: s.RateLimitPerSecond, Burst: s.RateLimitBurst}, nil)
-	sec.idem = resilience.NewIdempotency[*invoke.Result](s.IdempotencyTTL, s.IdempotencyMaxEntries, nil)
+	local := resilience.NewIdempotency[*invoke.Result](s.IdempotencyTTL, s.IdempotencyMaxEntries, nil)
+	sec.idem = local
+	if d.db.IsPostgres() {
+		// Replicas share results through the store, so a retry on another
+		// replica gets the first result.
+		sec.idem = resilience.NewSharedIdempotency(local, d.db, resultCodec(d.cat), s.IdempotencyTTL, d.logger)
+	}
 	return sec, nil
+}
+
+// storedResult is the stored form of an idempotent call's result.
+type storedResult struct {
+	Result   *mcp.CallToolResult `json:"result"`
+	Tool     string              `json:"tool"`
+	ServedBy string              `json:"served_by,omitempty"`
+}
+
+// resultCodec stores a call's result for the other replicas.
+func resultCodec(cat *catalog.Catalog) resilience.Codec[*invoke.Result] {
+	return resilience.Codec[*invoke.Result]{
+		Encode: func(r *invoke.Result) ([]byte, error) {
+			return json.Marshal(storedResult{Result: r.CallToolResult, Tool: r.Tool.Name, ServedBy: r.ServedBy})
+		},
+		Decode: func(b []byte) (*invoke.Result, bool) {
+			var sr storedResult
+			if err := json.Unmarshal(b, &sr); err != nil || sr.Result == nil {
+				return nil, false
+			}
+			t, ok := cat.Snapshot().Tool(sr.Tool)
+			if !ok {
+				t = catalog.Tool{Name: sr.Tool}
+			}
+			return &invoke.Result{CallToolResult: sr.Result, Tool: t, ServedBy: sr.ServedBy, Replayed: true}, true
+		},
+	}
 }
 
 // budget returns the retry budget of a server, creating it on first use.
@@ -308,7 +261,7 @@ func (sec *security) close(ctx context.Context) {
 		_ = sec.recorder.Close(cctx)
 	}
 	if sec.persist != nil {
-		sec.persist.close(cctx)
+		sec.persist.Flush(cctx)
 	}
 	if sec.authn != nil {
 		sec.authn.Close()
@@ -319,13 +272,13 @@ func (sec *security) close(ctx context.Context) {
 // authenticates the request and puts the caller in its context. A bearer
 // credential also binds MCP sessions to their creator (the SDK refuses a
 // session's requests from another user).
-func (a *App) authenticate(next http.Handler) http.Handler {
+func (sec *security) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := a.sec.authn.Authenticate(r)
+		id, err := sec.authn.Authenticate(r)
 		if err != nil && errors.Is(err, identity.ErrUnavailable) {
 			// The store or the identity provider failed: not the caller's
 			// fault, and its text is not for the caller.
-			a.logger.Warn("authentication unavailable", "path", r.URL.Path, "error", err)
+			sec.logger.Warn("authentication unavailable", "path", r.URL.Path, "error", err)
 			writeJSONError(w, http.StatusServiceUnavailable, "auth_unavailable", "credentials cannot be checked right now; try again")
 			return
 		}
@@ -334,7 +287,7 @@ func (a *App) authenticate(next http.Handler) http.Handler {
 			errors.As(err, &ie)
 			// In oauth mode the challenge points MCP clients at the
 			// resource's metadata, from which they start authorization.
-			w.Header().Set("WWW-Authenticate", a.sec.authn.Challenge(r, ie))
+			w.Header().Set("WWW-Authenticate", sec.authn.Challenge(r, ie))
 			writeJSONError(w, identity.Status(ie), ie.Code, ie.Reason)
 			return
 		}
@@ -375,150 +328,4 @@ func hasBearer(r *http.Request) bool {
 // writeJSONError writes the API's error shape outside the API handler.
 func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
 	api.WriteError(w, &api.Error{Status: status, Code: code, Message: msg})
-}
-
-// replicaName identifies this gateway process in audit rows.
-func replicaName() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "switchboard"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
-}
-
-// onCall turns a pipeline outcome into metrics and an event.
-func (a *App) onCall(o invoke.Outcome) {
-	server := o.Server
-	if server == "" {
-		server = "unknown"
-	}
-	a.metrics.Call(server, outcomeLabel(o), o.Took)
-	a.metrics.Invocation(server, o.Tool, o.AgentID, o.Status, errorType(o), o.Attempts, o.Took)
-	a.series.Record(o.Server, o.Tool, o.Status != "success", o.Took)
-	a.events.Publish("invocation.completed", map[string]any{
-		"correlation_id": o.CorrelationID, "agent_id": o.AgentID, "server": o.Server, "tool": o.Tool,
-		"status": o.Status, "code": string(o.Code), "attempts": o.Attempts, "served_by": o.ServedBy,
-		"latency_ms": float64(o.Took.Microseconds()) / 1e3,
-	})
-}
-
-func outcomeLabel(o invoke.Outcome) string {
-	switch o.Status {
-	case "success":
-		return "ok"
-	case "tool_error":
-		return "tool_error"
-	}
-	return string(o.Code)
-}
-
-func errorType(o invoke.Outcome) string {
-	switch o.Status {
-	case "success":
-		return ""
-	case "tool_error":
-		return "tool_error"
-	}
-	return string(o.Code)
-}
-
-// breakerPersister writes breaker snapshots to the store in the
-// background, newest per key, so a breaker's state survives a restart
-// without a database write on the call path.
-type breakerPersister struct {
-	db     *store.DB
-	logger *slog.Logger
-
-	// announce, if set, is told of every persisted state change (the other
-	// replicas then load it).
-	announce atomic.Pointer[func(key string)]
-	states   map[string]resilience.State // last persisted state per key; run goroutine only
-
-	mu      sync.Mutex
-	pending map[string]resilience.BreakerSnapshot
-	wake    chan struct{}
-	done    chan struct{}
-	stopped chan struct{}
-}
-
-// moveBreakers carries a renamed server's circuit breakers over to its new
-// name, in the store (rows this replica may never have loaded) and in
-// memory; the in-memory state, the freshest here, is then saved over the
-// moved rows and announced to the other replicas. A store failure is
-// logged: the rename has happened, and the breakers only start closed.
-func (a *App) moveBreakers(ctx context.Context, from, to string) {
-	sec := a.sec
-	if _, err := a.db.MoveBreakers(context.WithoutCancel(ctx), from, to); err != nil {
-		a.logger.Warn("moving circuit breakers of a renamed server", "from", from, "to", to, "error", err)
-	}
-	for _, s := range sec.breakers.MoveServer(from, to) {
-		sec.persist.save(s)
-	}
-}
-
-func newBreakerPersister(db *store.DB, logger *slog.Logger) *breakerPersister {
-	p := &breakerPersister{db: db, logger: logger, pending: map[string]resilience.BreakerSnapshot{}, states: map[string]resilience.State{},
-		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
-	go p.run()
-	return p
-}
-
-// save queues s; it never blocks.
-func (p *breakerPersister) save(s resilience.BreakerSnapshot) {
-	p.mu.Lock()
-	if cur, ok := p.pending[s.Key]; !ok || s.Generation >= cur.Generation {
-		p.pending[s.Key] = s
-	}
-	p.mu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (p *breakerPersister) run() {
-	defer close(p.stopped)
-	for {
-		select {
-		case <-p.wake:
-			p.flush(context.Background())
-		case <-p.done:
-			return
-		}
-	}
-}
-
-func (p *breakerPersister) flush(ctx context.Context) {
-	p.mu.Lock()
-	batch := p.pending
-	p.pending = map[string]resilience.BreakerSnapshot{}
-	p.mu.Unlock()
-	for _, s := range batch {
-		err := p.db.SaveBreaker(ctx, store.BreakerState{Key: s.Key, State: s.State.String(), Failures: s.Failures,
-			Successes: s.Successes, HalfOpenRequests: s.HalfOpenRequests, LastFailureAt: s.LastFailureAt,
-			OpenedAt: s.OpenedAt, Generation: s.Generation})
-		if err != nil {
-			p.logger.Warn("saving circuit breaker state", "key", s.Key, "error", err)
-			continue
-		}
-		if prev, seen := p.states[s.Key]; seen && prev == s.State {
-			continue
-		}
-		p.states[s.Key] = s.State
-		if f := p.announce.Load(); f != nil {
-			(*f)(s.Key)
-		}
-	}
-}
-
-// close stops the writer and writes what is pending.
-func (p *breakerPersister) close(ctx context.Context) {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	close(p.done)
-	<-p.stopped
-	p.flush(ctx)
 }

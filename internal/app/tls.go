@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/tlsserve"
 )
 
@@ -17,7 +18,7 @@ import (
 // is refused off loopback before this, by authMode.
 func checkPlainHTTP(cfg *config.Config, listen string) error {
 	s := cfg.Settings
-	if listen == "" || loopbackListen(listen) || s.ListenTLS != nil || s.AllowPlainHTTP {
+	if listen == "" || netguard.LoopbackAddr(listen) || s.ListenTLS != nil || s.AllowPlainHTTP {
 		return nil
 	}
 	return config.Errors{{File: cfg.File, Field: "settings.listen", Msg: fmt.Sprintf(
@@ -30,7 +31,7 @@ func checkPlainHTTP(cfg *config.Config, listen string) error {
 // HTTP listener off loopback; "" when there is nothing to warn of.
 func plainHTTPWarning(cfg *config.Config, listen string) string {
 	s := cfg.Settings
-	if listen == "" || loopbackListen(listen) || s.ListenTLS != nil || !s.AllowPlainHTTP {
+	if listen == "" || netguard.LoopbackAddr(listen) || s.ListenTLS != nil || !s.AllowPlainHTTP {
 		return ""
 	}
 	return "serving plain HTTP on a non-loopback address because settings.allow_plain_http is true: " +

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
+	"github.com/switchboard-mcp/switchboard/internal/servers"
 )
 
 // newKeysGenerateSecret prints a fresh secret key for SWITCHBOARD_SECRET_KEY.
@@ -53,7 +53,7 @@ from SWITCHBOARD_SECRET_KEY_OLD (or _OLD_FILE). It works on the store directly, 
 			if dsn == "" {
 				dsn = "./switchboard.db"
 			}
-			n, err := app.RotateSecrets(cmdContext(cmd), dsn, e.getenv)
+			n, err := servers.RotateSecrets(cmdContext(cmd), dsn, e.getenv)
 			if err != nil {
 				return err
 			}

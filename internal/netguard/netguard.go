@@ -402,6 +402,20 @@ func (g *Guard) CheckURLLiteral(rawURL string) error {
 	return err
 }
 
+// CheckConfigured refuses at start a URL of the config file (field names
+// it) that the guard refuses by scheme, address literal or name; "" passes.
+// It does not resolve names, so that a slow or absent DNS cannot hold the
+// start; the dialer checks every address it connects to anyway.
+func (g *Guard) CheckConfigured(field, rawURL string) error {
+	if rawURL == "" {
+		return nil
+	}
+	if err := g.CheckURLLiteral(rawURL); errors.Is(err, ErrBlocked) {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}
+
 func (g *Guard) parseURL(rawURL string) (*url.URL, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -422,4 +436,18 @@ func (g *Guard) checkURL(u *url.URL) error {
 		return errors.New("URL has no host")
 	}
 	return nil
+}
+
+// LoopbackAddr reports whether a listen address (host:port, or a host)
+// only accepts local connections.
+func LoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -612,7 +612,7 @@ func (l *loop) probed(res probeResult) {
 	if !res.ok {
 		s.log.Warn("upstream health check failed", "method", h.Method, "error", res.err, "consecutive", h.ConsecutiveFailures)
 	}
-	if cb := s.opts.OnHealth; cb != nil {
+	if cb := s.opts.OnHealth; cb != nil && !s.hold.holding() {
 		cb(HealthReport{Server: s.name, Method: h.Method, OK: res.ok, ResponseTime: res.rt, Error: res.err, At: res.at, Health: h})
 	}
 	if res.ok || h.ConsecutiveFailures < healthFailures || l.sess == nil || l.draining {

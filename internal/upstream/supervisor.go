@@ -82,6 +82,10 @@ type supervisor struct {
 
 	seq *atomic.Uint64 // the Manager's progress token counter
 
+	// hold keeps the callbacks of a staged supervisor back until it is
+	// committed (see Manager.Stage); nil for every other supervisor.
+	hold *holdback
+
 	stats    atomic.Pointer[callStats] // the current session's recent calls
 	ratePoke chan struct{}             // capacity 1: the DEGRADED condition changed
 
@@ -272,6 +276,9 @@ func (s *supervisor) report(t Transition, changed bool) {
 		return
 	}
 	s.log.Debug("upstream state", "from", t.From, "to", t.To, "reason", t.Error)
+	if s.hold.transition(t) {
+		return
+	}
 	if cb := s.opts.OnTransition; cb != nil {
 		cb(t)
 	}
@@ -297,6 +304,9 @@ func (s *supervisor) publish(d Discovery) {
 	s.mu.Lock()
 	s.disc = d
 	s.mu.Unlock()
+	if s.hold.discovery(d) {
+		return
+	}
 	if cb := s.opts.OnDiscovery; cb != nil {
 		cb(d)
 	}

@@ -1,4 +1,4 @@
-package app
+package admin
 
 import (
 	"context"
@@ -16,19 +16,19 @@ import (
 // identity (same fields, same order), so these adapters convert with plain
 // struct conversions and translate the store's sentinel errors.
 
-// keyStore serves API keys to the authenticator.
-type keyStore struct{ db *store.DB }
+// KeyStore serves API keys to the authenticator.
+type KeyStore struct{ DB *store.DB }
 
-func (k keyStore) KeyByHash(ctx context.Context, hash string) (identity.Key, error) {
-	row, err := k.db.APIKeyByHash(ctx, hash)
+func (k KeyStore) KeyByHash(ctx context.Context, hash string) (identity.Key, error) {
+	row, err := k.DB.APIKeyByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return identity.Key{}, fmt.Errorf("%w: %w", identity.ErrNotFound, err)
 	}
 	return identity.Key(row), err
 }
 
-// grantStore persists grants and tokens for the policy engine.
-type grantStore struct{ db *store.DB }
+// GrantStore persists grants and tokens for the policy engine.
+type GrantStore struct{ DB *store.DB }
 
 func notFound(err error) error {
 	if errors.Is(err, store.ErrNotFound) {
@@ -37,8 +37,8 @@ func notFound(err error) error {
 	return err
 }
 
-func (g grantStore) ListGrants(ctx context.Context) ([]authz.Grant, error) {
-	rows, err := g.db.ListGrants(ctx, "")
+func (g GrantStore) ListGrants(ctx context.Context) ([]authz.Grant, error) {
+	rows, err := g.DB.ListGrants(ctx, "")
 	out := make([]authz.Grant, len(rows))
 	for i, r := range rows {
 		out[i] = authz.Grant(r)
@@ -46,53 +46,53 @@ func (g grantStore) ListGrants(ctx context.Context) ([]authz.Grant, error) {
 	return out, err
 }
 
-func (g grantStore) PutGrant(ctx context.Context, gr authz.Grant) (authz.Grant, error) {
-	row, err := g.db.PutGrant(ctx, store.Grant(gr))
+func (g GrantStore) PutGrant(ctx context.Context, gr authz.Grant) (authz.Grant, error) {
+	row, err := g.DB.PutGrant(ctx, store.Grant(gr))
 	return authz.Grant(row), err
 }
 
-func (g grantStore) DeleteGrant(ctx context.Context, id string) error {
-	_, err := g.db.DeleteGrant(ctx, id)
+func (g GrantStore) DeleteGrant(ctx context.Context, id string) error {
+	_, err := g.DB.DeleteGrant(ctx, id)
 	if err == nil {
-		_, err = g.db.RevokeGrantTokens(ctx, id)
+		_, err = g.DB.RevokeGrantTokens(ctx, id)
 	}
 	return notFound(err)
 }
 
-func (g grantStore) PutToken(ctx context.Context, t authz.Token) error {
-	return g.db.PutToken(ctx, store.Token(t))
+func (g GrantStore) PutToken(ctx context.Context, t authz.Token) error {
+	return g.DB.PutToken(ctx, store.Token(t))
 }
 
-func (g grantStore) GetToken(ctx context.Context, id string) (authz.Token, error) {
-	row, err := g.db.GetToken(ctx, id)
+func (g GrantStore) GetToken(ctx context.Context, id string) (authz.Token, error) {
+	row, err := g.DB.GetToken(ctx, id)
 	return authz.Token(row), notFound(err)
 }
 
-func (g grantStore) UseToken(ctx context.Context, id string, at time.Time) error {
-	err := g.db.UseToken(ctx, id, at)
+func (g GrantStore) UseToken(ctx context.Context, id string, at time.Time) error {
+	err := g.DB.UseToken(ctx, id, at)
 	if errors.Is(err, store.ErrTokenUsed) {
 		return fmt.Errorf("%w: %w", authz.ErrTokenUsed, err)
 	}
 	return notFound(err)
 }
 
-func (g grantStore) RevokeToken(ctx context.Context, id string) error {
-	return notFound(g.db.RevokeToken(ctx, id))
+func (g GrantStore) RevokeToken(ctx context.Context, id string) error {
+	return notFound(g.DB.RevokeToken(ctx, id))
 }
 
-// auditSink writes audit records to the store.
-type auditSink struct{ db *store.DB }
+// AuditSink writes audit records to the store.
+type AuditSink struct{ DB *store.DB }
 
-func (s auditSink) WriteAudit(ctx context.Context, recs []audit.Record) error {
+func (s AuditSink) WriteAudit(ctx context.Context, recs []audit.Record) error {
 	rows := make([]store.Invocation, len(recs))
 	for i, r := range recs {
 		rows[i] = store.Invocation(r)
 	}
-	return s.db.InsertInvocations(ctx, rows)
+	return s.DB.InsertInvocations(ctx, rows)
 }
 
-func (s auditSink) PurgeAudit(ctx context.Context, before time.Time) (int64, error) {
-	return s.db.PurgeInvocations(ctx, before)
+func (s AuditSink) PurgeAudit(ctx context.Context, before time.Time) (int64, error) {
+	return s.DB.PurgeInvocations(ctx, before)
 }
 
 // queryAudit reads the audit log.

@@ -1,4 +1,4 @@
-package app
+package servers
 
 import (
 	"context"
@@ -28,20 +28,23 @@ type manifests struct {
 	byServer map[string]map[string]api.RegisteredTool // server -> original tool name
 }
 
-// state is the pipeline's ToolState: enabled unless a manifest disabled it.
-func (m *manifests) state(t catalog.Tool) (bool, string) {
+// ToolState is the pipeline's ToolState: enabled unless a manifest
+// disabled it.
+func (r *Registry) ToolState(t catalog.Tool) (bool, string) {
+	m := &r.manifests
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if r, ok := m.byServer[t.Server][t.OriginalName]; ok && !r.Enabled {
-		return false, r.DisabledReason
+	if reg, ok := m.byServer[t.Server][t.OriginalName]; ok && !reg.Enabled {
+		return false, reg.DisabledReason
 	}
 	return true, ""
 }
 
-// status is the API's ToolStatus.
-func (m *manifests) status(t catalog.Tool) api.ToolStatus {
+// ToolStatus is the API's ToolStatus.
+func (r *Registry) ToolStatus(t catalog.Tool) api.ToolStatus {
+	m := &r.manifests
 	m.mu.RLock()
-	r, ok := m.byServer[t.Server][t.OriginalName]
+	reg, ok := m.byServer[t.Server][t.OriginalName]
 	m.mu.RUnlock()
 	if !ok {
 		st := api.ToolStatus{Enabled: true}
@@ -50,15 +53,15 @@ func (m *manifests) status(t catalog.Tool) api.ToolStatus {
 		}
 		return st
 	}
-	return api.ToolStatus{Version: r.Version, Enabled: r.Enabled, DisabledReason: r.DisabledReason}
+	return api.ToolStatus{Version: reg.Version, Enabled: reg.Enabled, DisabledReason: reg.DisabledReason}
 }
 
-// exposedTools returns the original names of the tools server exposes, as
+// ExposedTools returns the original names of the tools server exposes, as
 // last discovered, or nil and why they cannot be told.
-func (a *App) exposedTools(ctx context.Context, server string) ([]string, string) {
-	tools := a.cat.Snapshot().ServerTools(server)
+func (r *Registry) ExposedTools(ctx context.Context, server string) ([]string, string) {
+	tools := r.cat.Snapshot().ServerTools(server)
 	if len(tools) == 0 {
-		v, err := a.reg.Get(ctx, server)
+		v, err := r.Get(ctx, server)
 		switch {
 		case err != nil:
 			return nil, err.Error()
@@ -103,9 +106,6 @@ func listOrNone(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// apiRegistrar registers manifests for the API.
-type apiRegistrar struct{ a *App }
-
 // RegisterManifest registers m. A server_id the gateway does not know is
 // registered first from the manifest's transport_type and connection_config
 // (a 422 naming the missing field when there are none) and connected, so
@@ -115,9 +115,8 @@ type apiRegistrar struct{ a *App }
 // while the server has never been connected), have a valid input schema,
 // and a version tool_versions accepts, else it is rejected or registered
 // disabled with the reason.
-func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api.RegistrationResult, error) {
-	a := r.a
-	rec, err := a.reg.find(m.ServerID)
+func (r *Registry) RegisterManifest(ctx context.Context, m api.Manifest) (api.RegistrationResult, error) {
+	rec, err := r.find(m.ServerID)
 	var ae *api.Error
 	notFound := errors.As(err, &ae) && ae.Code == api.CodeServerNotFound
 	switch {
@@ -127,14 +126,14 @@ func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api
 				"connection_config (url for HTTP and SSE; command and args for STDIO), as POST /api/v1/aggregator/servers takes them",
 			m.ServerID)}}
 	case notFound:
-		if _, err := a.reg.Register(ctx, m.Server, true); err != nil {
+		if _, err := r.Register(ctx, m.Server, true); err != nil {
 			return api.RegistrationResult{}, err
 		}
 		// Connect now, so the declared tools are checked against what the
 		// upstream really exposes. A failure leaves the server registered
 		// (ERROR, with its reason, on its status) and every tool rejected.
-		_, _ = a.reg.Connect(ctx, m.ServerID, true) // the outcome is read from the catalog below
-		if rec, err = a.reg.find(m.ServerID); err != nil {
+		_, _ = r.Connect(ctx, m.ServerID, true) // the outcome is read from the catalog below
+		if rec, err = r.find(m.ServerID); err != nil {
 			return api.RegistrationResult{}, err
 		}
 	case err != nil:
@@ -146,8 +145,10 @@ func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api
 	}
 	server := rec.def.Name
 	res := api.RegistrationResult{ServerID: server, RegisteredTools: []api.RegisteredTool{}, RejectedTools: []api.RejectedManifestTool{}}
-	matrix := a.cfg.ToolVersions[server]
-	exposed, why := a.exposedTools(ctx, server)
+	r.mu.RLock()
+	matrix := r.toolVersions[server]
+	r.mu.RUnlock()
+	exposed, why := r.ExposedTools(ctx, server)
 	tools := map[string]api.RegisteredTool{}
 	for _, t := range m.Tools {
 		reject := func(format string, args ...any) {
@@ -161,7 +162,7 @@ func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api
 			reject("tool %q is listed twice", t.Name)
 			continue
 		}
-		if bad := a.cat.CheckInputSchema(t.Schema); bad != "" {
+		if bad := r.cat.CheckInputSchema(t.Schema); bad != "" {
 			reject("invalid input schema: %s", bad)
 			continue
 		}
@@ -182,14 +183,14 @@ func (r apiRegistrar) RegisterManifest(ctx context.Context, m api.Manifest) (api
 		res.RegisteredTools = append(res.RegisteredTools, reg)
 	}
 	res.RegisteredCount, res.RejectedCount = len(res.RegisteredTools), len(res.RejectedTools)
-	a.manifests.mu.Lock()
-	if a.manifests.byServer == nil {
-		a.manifests.byServer = map[string]map[string]api.RegisteredTool{}
+	r.manifests.mu.Lock()
+	if r.manifests.byServer == nil {
+		r.manifests.byServer = map[string]map[string]api.RegisteredTool{}
 	}
-	a.manifests.byServer[server] = tools
-	a.manifests.mu.Unlock()
+	r.manifests.byServer[server] = tools
+	r.manifests.mu.Unlock()
 	for _, t := range res.RegisteredTools {
-		a.events.Publish("tool.registered", map[string]any{"server": server, "tool": t.Tool, "version": t.Version,
+		r.o.Events.Publish("tool.registered", map[string]any{"server": server, "tool": t.Tool, "version": t.Version,
 			"enabled": t.Enabled, "source": "manifest"})
 	}
 	return res, nil

@@ -1,4 +1,9 @@
-package app
+// Package servers is the server registry: register, remove, rename,
+// connect, disconnect, load, reload as a diff; the persistence and sealing
+// of definitions; tool manifests and pins. It owns the upstream manager and
+// is its sink for discoveries and transitions, which it turns into catalog
+// entries, stored tools and connection history.
+package servers
 
 import (
 	"bytes"
@@ -8,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -21,15 +27,17 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/netguard"
+	"github.com/switchboard-mcp/switchboard/internal/pinning"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
+// Where a server was defined: its source in the store and the API.
 const (
-	sourceConfig = "config"
-	sourceAPI    = "api"
+	SourceConfig = "config" // the config file
+	SourceAPI    = "api"    // registered at run time
 )
 
 // storedDef is how a server definition is persisted: API-registered servers
@@ -65,66 +73,126 @@ func (rec *record) access() string {
 	return rec.def.DefaultAccess
 }
 
-// registry ties the upstream supervisors, the catalog and the store
-// together: it is the API's view of servers and the upstreams' sink for
-// discoveries and transitions.
-type registry struct {
-	db     *store.DB
-	ups    *upstream.Manager
-	cat    *catalog.Catalog
-	logger *slog.Logger
-	getenv func(string) string
-
-	metrics *telemetry.Metrics
-	series  *telemetry.TimeSeries
-	events  *telemetry.Bus
-	// guard refuses servers whose URLs the SSRF policy denies.
-	guard *netguard.Guard
-	// requireTLS refuses the registration of a server reached over plain
+// Options are the registry's collaborators and hooks. Every field is
+// optional.
+type Options struct {
+	Logger *slog.Logger
+	// Getenv resolves the ${VAR} references of runtime-registered servers
+	// at each start; default os.Getenv.
+	Getenv func(string) string
+	// Keys encrypts the literal secrets of stored definitions; nil: such a
+	// definition is refused.
+	Keys *secrets.Keyring
+	// Guard refuses servers whose URLs the SSRF policy denies.
+	Guard *netguard.Guard
+	// RequireTLS refuses the registration of a server reached over plain
 	// http:// at a non-loopback host (settings.require_tls_upstreams);
 	// false only warns. The config file is checked by config.Parse.
-	requireTLS bool
-
-	// onRemove is told of a server removed at runtime.
-	onRemove func(name string)
-	// onAnnounced is told of a server's list_changed that changed none of
-	// the lists the gateway serves.
-	onAnnounced func(server string, c upstream.ListChanges)
-	// onRename is told of a server renamed at runtime, once the new name
-	// is registered (circuit breakers keyed "server:tool" follow it).
-	onRename func(ctx context.Context, from, to string)
-	// keys encrypts the literal secrets of stored definitions; nil when no
-	// secret key is configured.
-	keys *secrets.Keyring
-	// onChange is told that the set of servers or their definitions
-	// changed (the authorization policy follows their default_access).
-	onChange func()
-	// pins holds back the tools whose definition changed since it was
+	RequireTLS bool
+	Metrics    *telemetry.Metrics
+	Series     *telemetry.TimeSeries
+	Events     *telemetry.Bus
+	// Pins holds back the tools whose definition changed since it was
 	// pinned; nil sets entries as discovered.
-	pins *pinGate
+	Pins *pinning.Keeper
+	// ToolVersions is the version compatibility matrix of manifests
+	// (tool_versions: of the config); replaced on reload.
+	ToolVersions map[string]map[string][]string
+
+	// OnChange is told that the set of servers or their definitions
+	// changed (the authorization policy follows their default_access).
+	OnChange func()
+	// OnRemove is told of a server removed at runtime.
+	OnRemove func(name string)
+	// OnAnnounced is told of a server's list_changed that changed none of
+	// the lists the gateway serves.
+	OnAnnounced func(server string, c upstream.ListChanges)
+	// OnRename is told of a server renamed at runtime, once the new name
+	// is registered (circuit breakers keyed "server:tool" follow it).
+	OnRename func(ctx context.Context, from, to string)
+	// Publish tells the other replicas that kind ("servers", "pins")
+	// changed, after a change made through the API.
+	Publish func(kind, key string)
+	// Operation audits an administrative action that failed.
+	Operation func(ctx context.Context, op, server, detail string, err error)
+}
+
+// Registry ties the upstream supervisors, the catalog and the store
+// together: it is the API's view of servers and the upstreams' sink for
+// discoveries and transitions. It owns the upstream manager.
+type Registry struct {
+	db  *store.DB
+	ups *upstream.Manager
+	cat *catalog.Catalog
+	o   Options
+	// logger is o.Logger, used everywhere.
+	logger *slog.Logger
+	pins   *pinGate // nil: no pinning
 
 	ctx context.Context // cancelled on close; background connects use it
 	wg  sync.WaitGroup  // background connects
 
+	reloadMu sync.Mutex // one reload at a time
+
 	mu      sync.RWMutex
 	servers map[string]*record // by name
+	// toolVersions is Options.ToolVersions, replaced on reload; under mu.
+	toolVersions map[string]map[string][]string
+
+	manifests manifests
 }
 
-func newRegistry(ctx context.Context, db *store.DB, cat *catalog.Catalog, logger *slog.Logger, getenv func(string) string) *registry {
-	return &registry{db: db, cat: cat, logger: logger, getenv: getenv, ctx: ctx, servers: map[string]*record{}}
+// New builds the registry and the upstream manager it feeds from up (whose
+// OnTransition and OnDiscovery it sets). Background connects live as long
+// as ctx. Nothing is loaded until Load.
+func New(ctx context.Context, db *store.DB, cat *catalog.Catalog, up *upstream.Options, opts *Options) *Registry {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Events == nil {
+		o.Events = telemetry.NewBus()
+	}
+	r := &Registry{db: db, cat: cat, o: o, logger: o.Logger, ctx: ctx, servers: map[string]*record{}, toolVersions: o.ToolVersions}
+	if o.Pins != nil {
+		r.pins = &pinGate{keeper: o.Pins}
+	}
+	var uo upstream.Options
+	if up != nil {
+		uo = *up
+	}
+	uo.OnTransition, uo.OnDiscovery = r.onTransition, r.onDiscovery
+	r.ups = upstream.NewManager(&uo)
+	return r
+}
+
+// Upstreams is the upstream manager the registry feeds.
+func (r *Registry) Upstreams() *upstream.Manager { return r.ups }
+
+// publish tells the other replicas of a change made here.
+func (r *Registry) publish(kind, key string) {
+	if r.o.Publish != nil {
+		r.o.Publish(kind, key)
+	}
 }
 
 // onTransition persists a status change and flips the availability of the
 // server's catalog items.
-func (r *registry) onTransition(t upstream.Transition) {
-	r.events.Publish("server.status_changed", map[string]any{"server": t.Server, "from": t.From, "to": t.To, "error": t.Error, "at": t.At})
+func (r *Registry) onTransition(t upstream.Transition) {
+	r.o.Events.Publish("server.status_changed", map[string]any{"server": t.Server, "from": t.From, "to": t.To, "error": t.Error, "at": t.At})
 	// A server started on demand is DISCONNECTED yet callable: its tools
 	// stay listed, and the first call starts it.
 	r.cat.SetAvailable(t.Server, t.Callable)
-	if r.metrics != nil {
-		r.metrics.SetState(t.Server, string(t.To))
+	if r.o.Metrics != nil {
+		r.o.Metrics.SetState(t.Server, string(t.To))
 		if st, err := r.ups.Status(t.Server); err == nil {
-			r.metrics.Restarts(t.Server, st.Restarts)
+			r.o.Metrics.Restarts(t.Server, st.Restarts)
 		}
 	}
 	rec := r.lookup(t.Server)
@@ -145,7 +213,7 @@ func (r *registry) onTransition(t upstream.Transition) {
 }
 
 // onDiscovery puts what a server offers into the catalog and the store.
-func (r *registry) onDiscovery(d upstream.Discovery) {
+func (r *Registry) onDiscovery(d upstream.Discovery) {
 	rec := r.lookup(d.Server)
 	if rec == nil {
 		return
@@ -157,8 +225,8 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 		// The server said a list changed, and the lists the gateway serves
 		// did not: say so downstream all the same, as the server would to
 		// a client of its own (clients re-list; nothing is lost).
-		if d.Announced.Any() && r.cat.Snapshot().Version() == beforeSnap.Version() && r.onAnnounced != nil {
-			r.onAnnounced(d.Server, d.Announced)
+		if d.Announced.Any() && r.cat.Snapshot().Version() == beforeSnap.Version() && r.o.OnAnnounced != nil {
+			r.o.OnAnnounced(d.Server, d.Announced)
 		}
 	}()
 	rejected, err := r.setCatalog(rec, catalog.Entry{
@@ -186,10 +254,10 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 	}
 	for _, t := range r.cat.Snapshot().ServerTools(d.Server) {
 		if !known[t.Name] {
-			r.events.Publish("tool.registered", map[string]any{"server": d.Server, "tool": t.Name, "original_name": t.OriginalName})
+			r.o.Events.Publish("tool.registered", map[string]any{"server": d.Server, "tool": t.Name, "original_name": t.OriginalName})
 		}
 	}
-	r.events.Publish("server.discovered", map[string]any{"server": d.Server,
+	r.o.Events.Publish("server.discovered", map[string]any{"server": d.Server,
 		"tools": len(r.cat.Snapshot().ServerTools(d.Server)), "rejected": len(rejected),
 		"resources": len(d.Resources), "prompts": len(d.Prompts)})
 	r.logger.Info("discovered", "server", d.Server, "tools", len(r.cat.Snapshot().ServerTools(d.Server)),
@@ -197,7 +265,7 @@ func (r *registry) onDiscovery(d upstream.Discovery) {
 	r.persistTools(rec.id, d, rejected)
 }
 
-func (r *registry) persistTools(serverID string, d upstream.Discovery, rejected []catalog.Rejected) {
+func (r *Registry) persistTools(serverID string, d upstream.Discovery, rejected []catalog.Rejected) {
 	snap := r.cat.Snapshot()
 	why := map[string]string{}
 	for _, rj := range rejected {
@@ -228,14 +296,14 @@ func (r *registry) persistTools(serverID string, d upstream.Discovery, rejected 
 	}
 }
 
-func (r *registry) lookup(name string) *record {
+func (r *Registry) lookup(name string) *record {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.servers[name]
 }
 
 // find resolves an id or a name.
-func (r *registry) find(idOrName string) (*record, error) {
+func (r *Registry) find(idOrName string) (*record, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if rec, ok := r.servers[idOrName]; ok {
@@ -250,10 +318,10 @@ func (r *registry) find(idOrName string) (*record, error) {
 		Message: fmt.Sprintf("server %q not found", idOrName)}
 }
 
-// load registers the config file's servers and the API-registered servers
+// Load registers the config file's servers and the API-registered servers
 // kept in the store, restoring each one's last known tools as unavailable.
 // It returns the servers to start.
-func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, error) {
+func (r *Registry) Load(ctx context.Context, cfg *config.Config) ([]string, error) {
 	stored, err := r.db.ListServers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listing stored servers: %w", err)
@@ -272,13 +340,13 @@ func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, erro
 	}
 	for _, s := range stored {
 		switch {
-		case s.Source == sourceConfig && !inFile[s.Name]:
+		case s.Source == SourceConfig && !inFile[s.Name]:
 			// Removed from the file since the last run.
 			if err := r.db.DeleteServer(ctx, s.ID); err != nil {
 				r.logger.Warn("forgetting server removed from config", "server", s.Name, "error", err)
 			}
 			continue
-		case s.Source == sourceConfig:
+		case s.Source == SourceConfig:
 			continue
 		case inFile[s.Name]:
 			r.logger.Warn("server defined both in the config file and through the API; the file wins", "server", s.Name)
@@ -298,14 +366,14 @@ func (r *registry) load(ctx context.Context, cfg *config.Config) ([]string, erro
 // addStored registers an API-registered server read from the store. A
 // definition that cannot be read is skipped (nil record); one whose
 // secrets cannot be resolved is registered with the reason and not started.
-func (r *registry) addStored(ctx context.Context, s *store.Server) (*record, error) {
+func (r *Registry) addStored(ctx context.Context, s *store.Server) (*record, error) {
 	sd, err := r.decodeDef(s.Config)
 	if err != nil {
 		r.logger.Error("stored server definition unreadable; skipping", "server", s.Name, "error", err)
 		return nil, nil
 	}
 	sd.Server.Name = s.Name
-	rec := &record{id: s.ID, source: sourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}
+	rec := &record{id: s.ID, source: SourceAPI, def: sd.Server, autoConnect: sd.AutoConnect, registeredAt: s.CreatedAt}
 	expanded, err := r.expand(sd.Server)
 	if err != nil {
 		// Registered, listed with the reason, never started with
@@ -321,7 +389,7 @@ func (r *registry) addStored(ctx context.Context, s *store.Server) (*record, err
 }
 
 // decodeDef reads a stored definition.
-func (r *registry) decodeDef(raw []byte) (storedDef, error) {
+func (r *Registry) decodeDef(raw []byte) (storedDef, error) {
 	var sd storedDef
 	if err := json.Unmarshal(raw, &sd); err != nil {
 		return sd, err
@@ -334,7 +402,7 @@ func (r *registry) decodeDef(raw []byte) (storedDef, error) {
 
 // encodeDef is the stored form of a runtime-registered definition, its
 // literal secrets sealed.
-func (r *registry) encodeDef(def *config.Server, auto bool) ([]byte, error) {
+func (r *Registry) encodeDef(def *config.Server, auto bool) ([]byte, error) {
 	sealed, err := r.seal(def)
 	if err != nil {
 		return nil, err
@@ -346,20 +414,20 @@ func (r *registry) encodeDef(def *config.Server, auto bool) ([]byte, error) {
 // a ${VAR} reference does not keep out of the store) are encrypted with the
 // keyring; the env entries def.PlainEnv names are settings, stored as they are. Without a keyring such a definition is refused: the store would
 // hold the secret in plaintext.
-func (r *registry) seal(def *config.Server) (*config.Server, error) {
+func (r *Registry) seal(def *config.Server) (*config.Server, error) {
 	cp := def.Clone()
 	for i, m := range []map[string]string{cp.Headers, cp.Env} {
 		for k, v := range m {
 			if !secrets.NeedsSealing(v) || (i == 1 && slices.Contains(cp.PlainEnv, k)) {
 				continue
 			}
-			if r.keys == nil {
+			if r.o.Keys == nil {
 				return nil, &api.Error{Status: http.StatusUnprocessableEntity, Code: api.CodeValidation,
 					Message: fmt.Sprintf("server %q has a literal secret value (%q): refusing to store it in plaintext. "+
 						"Reference an environment variable instead (\"${VAR}\"), or configure a secret key so the gateway encrypts it: %v",
 						def.Name, k, secrets.ErrNoKey)}
 			}
-			sealed, err := r.keys.Seal(v)
+			sealed, err := r.o.Keys.Seal(v)
 			if err != nil {
 				return nil, fmt.Errorf("encrypting %q of server %q: %w", k, def.Name, err)
 			}
@@ -370,16 +438,16 @@ func (r *registry) seal(def *config.Server) (*config.Server, error) {
 }
 
 // unseal decrypts def's sealed values in place.
-func (r *registry) unseal(def *config.Server) error {
+func (r *Registry) unseal(def *config.Server) error {
 	for _, m := range []map[string]string{def.Headers, def.Env} {
 		for k, v := range m {
 			if !secrets.IsSealed(v) {
 				continue
 			}
-			if r.keys == nil {
+			if r.o.Keys == nil {
 				return fmt.Errorf("%q is encrypted and no secret key is configured: %w", k, secrets.ErrNoKey)
 			}
-			plain, _, err := r.keys.Open(v)
+			plain, _, err := r.o.Keys.Open(v)
 			if err != nil {
 				return fmt.Errorf("decrypting %q: %w", k, err)
 			}
@@ -389,24 +457,24 @@ func (r *registry) unseal(def *config.Server) error {
 	return nil
 }
 
-// syncFromStore brings the runtime-registered servers in line with the
+// SyncFromStore brings the runtime-registered servers in line with the
 // store, where another replica may have added, removed, renamed or changed
 // some. Servers from the config file are every replica's own.
-func (r *registry) syncFromStore(ctx context.Context) error {
+func (r *Registry) SyncFromStore(ctx context.Context) error {
 	stored, err := r.db.ListServers(ctx)
 	if err != nil {
 		return err
 	}
 	byID := map[string]*store.Server{}
 	for _, s := range stored {
-		if s.Source == sourceAPI {
+		if s.Source == SourceAPI {
 			byID[s.ID] = s
 		}
 	}
 	current := map[string]*record{}
 	r.mu.RLock()
 	for _, rec := range r.servers {
-		if rec.source == sourceAPI {
+		if rec.source == SourceAPI {
 			current[rec.id] = rec
 		}
 	}
@@ -442,7 +510,7 @@ func (r *registry) syncFromStore(ctx context.Context) error {
 // syncOverrides brings the default_access overrides of the config file's
 // servers in line with the store, where another replica may have set or
 // reset one.
-func (r *registry) syncOverrides(ctx context.Context) error {
+func (r *Registry) syncOverrides(ctx context.Context) error {
 	overrides, err := r.db.AccessOverrides(ctx)
 	if err != nil {
 		return err
@@ -450,7 +518,7 @@ func (r *registry) syncOverrides(ctx context.Context) error {
 	changed := false
 	r.mu.Lock()
 	for name, rec := range r.servers {
-		if rec.source != sourceConfig {
+		if rec.source != SourceConfig {
 			continue
 		}
 		o, has := overrides[rec.id]
@@ -475,16 +543,30 @@ func (r *registry) syncOverrides(ctx context.Context) error {
 
 // addConfigServer persists and registers a server of the config file and
 // reports whether it starts automatically.
-func (r *registry) addConfigServer(ctx context.Context, def *config.Server, settings config.Settings) (bool, error) {
+func (r *Registry) addConfigServer(ctx context.Context, def *config.Server, settings config.Settings) (bool, error) {
+	rec, err := r.configRecord(ctx, def, settings)
+	if err != nil {
+		return false, err
+	}
+	if err := r.add(ctx, rec, def); err != nil {
+		return false, err
+	}
+	_ = r.checkTransport(def) // the file passed config.Parse: this only warns
+	return rec.autoConnect, nil
+}
+
+// configRecord stores a config file server's row (created or updated; its
+// id stays) and returns its record, with its default_access override.
+func (r *Registry) configRecord(ctx context.Context, def *config.Server, settings config.Settings) (*record, error) {
 	auto := def.AutoStartOr(settings.AutoStartDefault)
-	row := &store.Server{Name: def.Name, Source: sourceConfig, Transport: def.Transport, Description: def.Description}
+	row := &store.Server{Name: def.Name, Source: SourceConfig, Transport: def.Transport, Description: def.Description}
 	// Config servers are defined by the file; the store keeps a redacted
 	// copy for history and ids only.
 	row.Config, _ = json.Marshal(storedDef{Server: def.Redacted(), AutoConnect: auto})
 	if err := r.db.UpsertServer(ctx, row); err != nil {
-		return false, fmt.Errorf("storing server %q: %w", def.Name, err)
+		return nil, fmt.Errorf("storing server %q: %w", def.Name, err)
 	}
-	rec := &record{id: row.ID, source: sourceConfig, def: def, autoConnect: auto, registeredAt: row.CreatedAt}
+	rec := &record{id: row.ID, source: SourceConfig, def: def, autoConnect: auto, registeredAt: row.CreatedAt}
 	switch o, err := r.db.AccessOverride(ctx, row.ID); {
 	case err == nil:
 		rec.override = &o
@@ -493,13 +575,9 @@ func (r *registry) addConfigServer(ctx context.Context, def *config.Server, sett
 				"override", o.DefaultAccess, "set_by", o.SetBy, "set_at", o.SetAt)
 		}
 	case !errors.Is(err, store.ErrNotFound):
-		return false, fmt.Errorf("reading the default_access override of %q: %w", def.Name, err)
+		return nil, fmt.Errorf("reading the default_access override of %q: %w", def.Name, err)
 	}
-	if err := r.add(ctx, rec, def); err != nil {
-		return false, err
-	}
-	_ = r.checkTransport(def) // the file passed config.Parse: this only warns
-	return auto, nil
+	return rec, nil
 }
 
 // checkTransport warns of a server reached over plain http:// at a
@@ -507,88 +585,17 @@ func (r *registry) addConfigServer(ctx context.Context, def *config.Server, sett
 // set. The warning is logged at each registration (and each start, for
 // the config file's servers); the server's status carries
 // insecure_transport for as long as it is registered.
-func (r *registry) checkTransport(def *config.Server) error {
+func (r *Registry) checkTransport(def *config.Server) error {
 	if !def.InsecureTransport() {
 		return nil
 	}
-	if r.requireTLS {
+	if r.o.RequireTLS {
 		return config.Errors{{Field: "servers." + def.Name + ".url", Msg: config.InsecureTransportRefused}}
 	}
 	r.logger.Warn("upstream reached over plain http:// at a non-loopback host: its traffic and credentials cross the "+
 		"network unencrypted; use https://, or set settings.require_tls_upstreams to refuse such servers",
 		"server", def.Name)
 	return nil
-}
-
-// reloadReport says what a reload changed.
-type reloadReport struct {
-	Added, Removed, Changed, Unchanged []string
-}
-
-// reload applies a new config file's servers: new ones are added, removed
-// ones stopped and forgotten, changed ones restarted; unchanged ones are not
-// touched, so their processes and sessions live on. It returns the servers
-// to start.
-func (r *registry) reload(ctx context.Context, cfg *config.Config) (reloadReport, []string, error) {
-	var rep reloadReport
-	r.mu.RLock()
-	current := map[string]*record{}
-	apiNames := map[string]bool{}
-	for name, rec := range r.servers {
-		if rec.source == sourceConfig {
-			current[name] = rec
-		} else {
-			apiNames[name] = true
-		}
-	}
-	r.mu.RUnlock()
-
-	next := map[string]*config.Server{}
-	for _, def := range cfg.Servers {
-		next[def.Name] = def
-	}
-	for name, rec := range current {
-		if _, ok := next[name]; !ok {
-			if err := r.forget(ctx, rec); err != nil {
-				return rep, nil, err
-			}
-			rep.Removed = append(rep.Removed, name)
-		}
-	}
-	var start []string
-	for _, def := range cfg.Servers {
-		rec, exists := current[def.Name]
-		auto := def.AutoStartOr(cfg.Settings.AutoStartDefault)
-		switch {
-		case !exists && apiNames[def.Name]:
-			r.logger.Warn("config file adds a server already registered through the API; remove one of them", "server", def.Name)
-			continue
-		case exists && sameDefinition(rec.def, def) && rec.autoConnect == auto:
-			rep.Unchanged = append(rep.Unchanged, def.Name)
-			continue
-		case exists:
-			// Restart under the new definition; the store row (and id) stays.
-			if err := r.ups.Remove(ctx, def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
-				return rep, nil, fmt.Errorf("stopping %q: %w", def.Name, err)
-			}
-			r.cat.Remove(def.Name)
-			r.mu.Lock()
-			delete(r.servers, def.Name)
-			r.mu.Unlock()
-			rep.Changed = append(rep.Changed, def.Name)
-		default:
-			rep.Added = append(rep.Added, def.Name)
-		}
-		started, err := r.addConfigServer(ctx, def, cfg.Settings)
-		if err != nil {
-			return rep, nil, err
-		}
-		if started {
-			start = append(start, def.Name)
-		}
-	}
-	slices.Sort(rep.Removed)
-	return rep, start, nil
 }
 
 // sameDefinition compares two server definitions, secrets included (in
@@ -601,7 +608,7 @@ func sameDefinition(a, b *config.Server) bool {
 
 // forget stops a server and removes it from the catalog, the registry and
 // the store.
-func (r *registry) forget(ctx context.Context, rec *record) error {
+func (r *Registry) forget(ctx context.Context, rec *record) error {
 	if err := r.forgetLocal(ctx, rec); err != nil {
 		return err
 	}
@@ -613,7 +620,7 @@ func (r *registry) forget(ctx context.Context, rec *record) error {
 
 // forgetLocal stops a server and removes it from the catalog and the
 // registry, leaving the store alone (another replica removed it there).
-func (r *registry) forgetLocal(ctx context.Context, rec *record) error {
+func (r *Registry) forgetLocal(ctx context.Context, rec *record) error {
 	if err := r.ups.Remove(ctx, rec.def.Name); err != nil && !errors.Is(err, upstream.ErrNotFound) {
 		return err
 	}
@@ -622,22 +629,22 @@ func (r *registry) forgetLocal(ctx context.Context, rec *record) error {
 	delete(r.servers, rec.def.Name)
 	r.mu.Unlock()
 	r.changed()
-	if r.onRemove != nil {
-		r.onRemove(rec.def.Name)
+	if r.o.OnRemove != nil {
+		r.o.OnRemove(rec.def.Name)
 	}
-	if r.metrics != nil {
-		r.metrics.Forget(rec.def.Name)
+	if r.o.Metrics != nil {
+		r.o.Metrics.Forget(rec.def.Name)
 	}
-	if r.series != nil {
-		r.series.Forget(rec.def.Name)
+	if r.o.Series != nil {
+		r.o.Series.Forget(rec.def.Name)
 	}
-	r.events.Publish("server.removed", map[string]any{"server": rec.def.Name, "id": rec.id})
+	r.o.Events.Publish("server.removed", map[string]any{"server": rec.def.Name, "id": rec.id})
 	return nil
 }
 
 // add registers rec with the upstream manager and restores its last known
 // tools (unavailable until it connects).
-func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server) error {
+func (r *Registry) add(ctx context.Context, rec *record, expanded *config.Server) error {
 	if err := r.ups.Add(expanded); err != nil {
 		return fmt.Errorf("adding upstream %q: %w", rec.def.Name, err)
 	}
@@ -651,7 +658,7 @@ func (r *registry) add(ctx context.Context, rec *record, expanded *config.Server
 
 // restoreTools sets the server's last known tools (as stored at its last
 // discovery) in the catalog.
-func (r *registry) restoreTools(ctx context.Context, rec *record, available bool) {
+func (r *Registry) restoreTools(ctx context.Context, rec *record, available bool) {
 	rows, err := r.db.ListTools(ctx, rec.id)
 	if err != nil {
 		r.logger.Warn("loading last known tools", "server", rec.def.Name, "error", err)
@@ -675,15 +682,15 @@ func (r *registry) restoreTools(ctx context.Context, rec *record, available bool
 }
 
 // changed tells onChange that the servers changed.
-func (r *registry) changed() {
-	if r.onChange != nil {
-		r.onChange()
+func (r *Registry) changed() {
+	if r.o.OnChange != nil {
+		r.o.OnChange()
 	}
 }
 
-// serverForPrefix is the server whose tools are namespaced with prefix
+// ServerForPrefix is the server whose tools are namespaced with prefix
 // (its name unless it sets another prefix); prefix itself when none is.
-func (r *registry) serverForPrefix(prefix string) string {
+func (r *Registry) ServerForPrefix(prefix string) string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if _, ok := r.servers[prefix]; ok {
@@ -697,9 +704,9 @@ func (r *registry) serverForPrefix(prefix string) string {
 	return prefix
 }
 
-// defaultAccess is every server's default_access in force ("allow" or
+// DefaultAccess is every server's default_access in force ("allow" or
 // "deny"), overrides included.
-func (r *registry) defaultAccess() map[string]string {
+func (r *Registry) DefaultAccess() map[string]string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	m := make(map[string]string, len(r.servers))
@@ -712,17 +719,17 @@ func (r *registry) defaultAccess() map[string]string {
 }
 
 // expand resolves ${VAR} references of a copy of def; def keeps them.
-func (r *registry) expand(def *config.Server) (*config.Server, error) {
+func (r *Registry) expand(def *config.Server) (*config.Server, error) {
 	cp := def.Clone()
-	if err := cp.Expand(r.getenv); err != nil {
+	if err := cp.Expand(r.o.Getenv); err != nil {
 		return nil, err
 	}
 	return cp, nil
 }
 
-// connectAll connects the named servers concurrently and returns when every
+// ConnectAll connects the named servers concurrently and returns when every
 // attempt has finished, successful or not.
-func (r *registry) connectAll(ctx context.Context, names []string) {
+func (r *Registry) ConnectAll(ctx context.Context, names []string) {
 	var wg sync.WaitGroup
 	for _, n := range names {
 		wg.Go(func() {
@@ -736,7 +743,7 @@ func (r *registry) connectAll(ctx context.Context, names []string) {
 
 // connectInBackground starts a connect owned by the registry (waited for in
 // close).
-func (r *registry) connectInBackground(name string) {
+func (r *Registry) connectInBackground(name string) {
 	r.wg.Go(func() {
 		if err := r.ups.Connect(r.ctx, name); err != nil {
 			r.logger.Warn("connect failed", "server", name, "error", err)
@@ -744,11 +751,13 @@ func (r *registry) connectInBackground(name string) {
 	})
 }
 
-func (r *registry) close() { r.wg.Wait() }
+// Close waits for the background connects; cancel the context given to New
+// first.
+func (r *Registry) Close() { r.wg.Wait() }
 
 // --- api.Servers ---
 
-func (r *registry) List(ctx context.Context) ([]api.Server, error) {
+func (r *Registry) List(ctx context.Context) ([]api.Server, error) {
 	r.mu.RLock()
 	recs := make([]*record, 0, len(r.servers))
 	for _, rec := range r.servers {
@@ -764,7 +773,7 @@ func (r *registry) List(ctx context.Context) ([]api.Server, error) {
 	return out, nil
 }
 
-func (r *registry) Get(ctx context.Context, idOrName string) (api.Server, error) {
+func (r *Registry) Get(ctx context.Context, idOrName string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
@@ -772,7 +781,7 @@ func (r *registry) Get(ctx context.Context, idOrName string) (api.Server, error)
 	return r.view(rec, r.cat.Snapshot()), nil
 }
 
-func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect bool) (api.Server, error) {
+func (r *Registry) Register(ctx context.Context, def *config.Server, autoConnect bool) (api.Server, error) {
 	if err := config.ValidateServer(def); err != nil {
 		return api.Server{}, err
 	}
@@ -790,7 +799,7 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 	if err := r.checkTransport(expanded); err != nil {
 		return api.Server{}, err
 	}
-	row := &store.Server{Name: def.Name, Source: sourceAPI, Transport: def.Transport, Description: def.Description}
+	row := &store.Server{Name: def.Name, Source: SourceAPI, Transport: def.Transport, Description: def.Description}
 	row.Config, err = r.encodeDef(def, autoConnect)
 	if err != nil {
 		return api.Server{}, err
@@ -802,13 +811,14 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 		}
 		return api.Server{}, err
 	}
-	rec := &record{id: row.ID, source: sourceAPI, def: def, autoConnect: autoConnect, registeredAt: row.CreatedAt}
+	rec := &record{id: row.ID, source: SourceAPI, def: def, autoConnect: autoConnect, registeredAt: row.CreatedAt}
 	if err := r.add(ctx, rec, expanded); err != nil {
 		_ = r.db.DeleteServer(context.WithoutCancel(ctx), row.ID) // undo; the add error is what matters
 		return api.Server{}, err
 	}
 	v := r.view(rec, r.cat.Snapshot())
-	r.events.Publish("server.registered", map[string]any{"server": def.Name, "id": rec.id})
+	r.o.Events.Publish("server.registered", map[string]any{"server": def.Name, "id": rec.id})
+	r.publish("servers", "")
 	if autoConnect {
 		r.connectInBackground(def.Name)
 		v.Status = string(upstream.StateConnecting)
@@ -816,20 +826,24 @@ func (r *registry) Register(ctx context.Context, def *config.Server, autoConnect
 	return v, nil
 }
 
-func (r *registry) Remove(ctx context.Context, idOrName string) error {
+func (r *Registry) Remove(ctx context.Context, idOrName string) error {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return err
 	}
-	if rec.source == sourceConfig {
+	if rec.source == SourceConfig {
 		return &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
 			Message: fmt.Sprintf("server %q is defined in the config file; remove it there", rec.def.Name)}
 	}
-	return r.forget(ctx, rec)
+	if err := r.forget(ctx, rec); err != nil {
+		return err
+	}
+	r.publish("servers", "")
+	return nil
 }
 
 // Logs returns the last stderr lines of a stdio server.
-func (r *registry) Logs(_ context.Context, idOrName string, max int) ([]string, error) {
+func (r *Registry) Logs(_ context.Context, idOrName string, max int) ([]string, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return nil, err
@@ -846,12 +860,12 @@ func (r *registry) Logs(_ context.Context, idOrName string, max int) ([]string, 
 // server's stored definition changes. A config-file server gets an
 // override, kept in the store (so it survives restarts and reaches every
 // replica) and shown as overriding the file until ResetDefaultAccess.
-func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string) (api.Server, error) {
+func (r *Registry) SetDefaultAccess(ctx context.Context, idOrName, access string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
 	}
-	if rec.source == sourceConfig {
+	if rec.source == SourceConfig {
 		id, _ := authz.IdentityFrom(ctx)
 		by := id.AgentID
 		if by == "" {
@@ -865,6 +879,7 @@ func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string
 		r.logger.Info("default_access overridden at run time", "server", rec.def.Name, "file", rec.def.DefaultAccess,
 			"override", access, "set_by", by)
 		r.changed()
+		r.publish("servers", "")
 		return r.view(next, r.cat.Snapshot()), nil
 	}
 	def := rec.def.Clone()
@@ -884,17 +899,18 @@ func (r *registry) SetDefaultAccess(ctx context.Context, idOrName, access string
 	r.servers[def.Name] = &next
 	r.mu.Unlock()
 	r.changed()
+	r.publish("servers", "")
 	return r.view(&next, r.cat.Snapshot()), nil
 }
 
 // ResetDefaultAccess drops a config-file server's default_access override:
 // the file's value applies again, at once.
-func (r *registry) ResetDefaultAccess(ctx context.Context, idOrName string) (api.Server, error) {
+func (r *Registry) ResetDefaultAccess(ctx context.Context, idOrName string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
 	}
-	if rec.source != sourceConfig {
+	if rec.source != SourceConfig {
 		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
 			Message: fmt.Sprintf("server %q was registered through the API: its default_access is its definition's, with no config file value to return to; change it with PATCH", rec.def.Name)}
 	}
@@ -907,12 +923,13 @@ func (r *registry) ResetDefaultAccess(ctx context.Context, idOrName string) (api
 		r.logger.Info("default_access override reset", "server", rec.def.Name, "file", rec.def.DefaultAccess)
 		r.changed()
 	}
+	r.publish("servers", "")
 	return r.view(next, r.cat.Snapshot()), nil
 }
 
 // replace publishes a copy of rec changed by edit in rec's place (records
 // are read without the lock: never edit one) and returns it.
-func (r *registry) replace(rec *record, edit func(*record)) *record {
+func (r *Registry) replace(rec *record, edit func(*record)) *record {
 	next := *rec
 	edit(&next)
 	r.mu.Lock()
@@ -926,7 +943,7 @@ func (r *registry) replace(rec *record, edit func(*record)) *record {
 // Rename gives a runtime-registered server a new name: its tools' namespaced
 // names follow (AG-US7 AC6), its id and history stay. A connected server is
 // restarted under its new name.
-func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Server, error) {
+func (r *Registry) Rename(ctx context.Context, idOrName, newName string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
@@ -935,7 +952,7 @@ func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Se
 	if newName == old {
 		return r.view(rec, r.cat.Snapshot()), nil
 	}
-	if rec.source == sourceConfig {
+	if rec.source == SourceConfig {
 		return api.Server{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
 			Message: fmt.Sprintf("server %q is defined in the config file; rename it there", old)}
 	}
@@ -972,25 +989,26 @@ func (r *registry) Rename(ctx context.Context, idOrName, newName string) (api.Se
 	r.mu.Lock()
 	delete(r.servers, old)
 	r.mu.Unlock()
-	if r.onRemove != nil {
-		r.onRemove(old)
+	if r.o.OnRemove != nil {
+		r.o.OnRemove(old)
 	}
 	next := &record{id: rec.id, source: rec.source, def: def, autoConnect: rec.autoConnect, registeredAt: rec.registeredAt}
 	if err := r.add(ctx, next, expanded); err != nil {
 		return api.Server{}, err
 	}
-	if r.onRename != nil {
-		r.onRename(ctx, old, newName)
+	if r.o.OnRename != nil {
+		r.o.OnRename(ctx, old, newName)
 	}
 	v := r.view(next, r.cat.Snapshot())
 	if active {
 		r.connectInBackground(newName)
 		v.Status = string(upstream.StateConnecting)
 	}
+	r.publish("servers", "")
 	return v, nil
 }
 
-func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api.Server, error) {
+func (r *Registry) Connect(ctx context.Context, idOrName string, wait bool) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
@@ -1012,7 +1030,7 @@ func (r *registry) Connect(ctx context.Context, idOrName string, wait bool) (api
 	return r.view(rec, r.cat.Snapshot()), nil
 }
 
-func (r *registry) Disconnect(ctx context.Context, idOrName string) (api.Server, int, error) {
+func (r *Registry) Disconnect(ctx context.Context, idOrName string) (api.Server, int, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, 0, err
@@ -1026,7 +1044,7 @@ func (r *registry) Disconnect(ctx context.Context, idOrName string) (api.Server,
 
 // Discover re-lists a connected server now; the catalog follows through
 // onDiscovery.
-func (r *registry) Discover(ctx context.Context, idOrName string) (api.Server, error) {
+func (r *Registry) Discover(ctx context.Context, idOrName string) (api.Server, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Server{}, err
@@ -1037,7 +1055,7 @@ func (r *registry) Discover(ctx context.Context, idOrName string) (api.Server, e
 	return r.view(rec, r.cat.Snapshot()), nil
 }
 
-func (r *registry) History(ctx context.Context, idOrName string, limit int) ([]api.ConnectionEvent, error) {
+func (r *Registry) History(ctx context.Context, idOrName string, limit int) ([]api.ConnectionEvent, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return nil, err
@@ -1053,7 +1071,7 @@ func (r *registry) History(ctx context.Context, idOrName string, limit int) ([]a
 	return out, nil
 }
 
-func (r *registry) Capabilities(ctx context.Context, idOrName string) (api.Capabilities, error) {
+func (r *Registry) Capabilities(ctx context.Context, idOrName string) (api.Capabilities, error) {
 	rec, err := r.find(idOrName)
 	if err != nil {
 		return api.Capabilities{}, err
@@ -1072,7 +1090,7 @@ func (r *registry) Capabilities(ctx context.Context, idOrName string) (api.Capab
 }
 
 // view renders a server for the API, secrets masked.
-func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
+func (r *Registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 	def := rec.def.Redacted()
 	v := api.Server{
 		ID:             rec.id,
@@ -1095,10 +1113,10 @@ func (r *registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		v.DefaultAccessSource, v.FileDefaultAccess = "override", def.DefaultAccess
 		at := rec.override.SetAt
 		v.DefaultAccessSetAt, v.DefaultAccessSetBy = &at, rec.override.SetBy
-	case rec.source == sourceConfig:
-		v.DefaultAccessSource = sourceConfig
+	case rec.source == SourceConfig:
+		v.DefaultAccessSource = SourceConfig
 	default:
-		v.DefaultAccessSource = sourceAPI
+		v.DefaultAccessSource = SourceAPI
 	}
 	cc := map[string]any{}
 	switch def.Transport {
@@ -1185,4 +1203,53 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// checkOutbound refuses a server definition registered at runtime whose url
+// or health_check_url the guard refuses, before anything is stored or
+// started. A host that does not resolve (yet) is accepted: the connect
+// checks again, and so does every dial.
+func (r *Registry) checkOutbound(ctx context.Context, def *config.Server) error {
+	if r.o.Guard == nil || def.Transport == config.TransportStdio {
+		return nil
+	}
+	for _, f := range []struct{ field, url string }{{"url", def.URL}, {"health_check_url", def.HealthCheckURL}} {
+		if f.url == "" {
+			continue
+		}
+		if err := r.o.Guard.CheckURL(ctx, f.url); errors.Is(err, netguard.ErrBlocked) {
+			return fmt.Errorf("servers.%s.%s: %w", def.Name, f.field, err)
+		}
+	}
+	return nil
+}
+
+// Info is what the rest of the gateway needs to know of a registered
+// server.
+type Info struct {
+	ID, Name, Description string
+	// Source is SourceConfig or SourceAPI.
+	Source string
+}
+
+func (rec *record) info() Info {
+	return Info{ID: rec.id, Name: rec.def.Name, Description: rec.def.Description, Source: rec.source}
+}
+
+// Lookup returns the server registered under name.
+func (r *Registry) Lookup(name string) (Info, bool) {
+	rec := r.lookup(name)
+	if rec == nil {
+		return Info{}, false
+	}
+	return rec.info(), true
+}
+
+// Resolve returns the server whose id or name is idOrName.
+func (r *Registry) Resolve(idOrName string) (Info, bool) {
+	rec, err := r.find(idOrName)
+	if err != nil {
+		return Info{}, false
+	}
+	return rec.info(), true
 }

@@ -1,4 +1,4 @@
-package app
+package servers
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func RotateSecrets(ctx context.Context, dsn string, getenv func(string) string) 
 			return err
 		}
 		for _, row := range rows {
-			if row.Source != sourceAPI {
+			if row.Source != SourceAPI {
 				continue // config-file servers are stored redacted
 			}
 			var sd storedDef

@@ -1,9 +1,15 @@
-package app
+// Package toolsearch keeps the search index and the skill classification
+// in step with the catalog, and serves search to the REST API and to the
+// MCP front's search meta-tool.
+package toolsearch
 
 import (
 	"context"
 	"fmt"
+	"github.com/switchboard-mcp/switchboard/internal/netguard"
+	"github.com/switchboard-mcp/switchboard/internal/servers"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,13 +27,38 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
-// discovery keeps the search index and the skill classification in step
+// Servers is what the index needs of the server registry.
+type Servers interface {
+	Lookup(name string) (servers.Info, bool)
+	Resolve(idOrName string) (servers.Info, bool)
+}
+
+// Options are the service's collaborators.
+type Options struct {
+	Logger *slog.Logger
+	// Search and Skills are the config's sections.
+	Search config.Search
+	Skills config.Skills
+	// Guard builds the HTTP clients of the embeddings service and the LLM
+	// classifier, and refuses their URLs if its policy denies them.
+	Guard  *netguard.Guard
+	Getenv func(string) string
+	// Servers names the registered servers (descriptions, ids).
+	Servers Servers
+	// Status is a server's state for the tool views; "" when unknown.
+	Status func(server string) string
+	// Visible reports whether an identity may call a tool (search filter).
+	Visible func(authz.Identity, catalog.Tool) bool
+}
+
+// Service keeps the search index and the skill classification in step
 // with the catalog. The catalog's subscribers must be quick, so a worker
-// goroutine does the work: it diffs the latest snapshot against the last
-// one it indexed, server by server, classifies the tools whose definitions
-// changed and replaces that server's documents in the index.
-type discovery struct {
-	a       *App
+// (Run) does the work: it diffs the latest snapshot against the last one it
+// indexed, server by server, classifies the tools whose definitions changed
+// and replaces that server's documents in the index.
+type Service struct {
+	o       Options
+	cat     *catalog.Catalog
 	logger  *slog.Logger
 	index   *search.Index
 	offline *skills.Offline
@@ -39,11 +70,8 @@ type discovery struct {
 	classes map[string]toolClass // by namespaced tool name
 	indexed atomic.Uint64        // catalog version last indexed
 
-	latest   *catalog.Snapshot // guarded by mu
-	wake     chan struct{}
-	done     chan struct{}
-	stopped  chan struct{}
-	unsubCat func()
+	latest *catalog.Snapshot // guarded by mu
+	wake   chan struct{}
 }
 
 // toolClass is a tool's classification and the definition it was made for.
@@ -52,13 +80,38 @@ type toolClass struct {
 	c    skills.Classification
 }
 
-func newDiscovery(a *App, cfg *config.Config, getenv func(string) string) (*discovery, error) {
-	d := &discovery{a: a, logger: a.logger, classes: map[string]toolClass{}, sugg: skills.NewSuggestions(0),
-		wake: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{})}
+// New builds the index and the classifiers from the config. It follows
+// the catalog once Run runs.
+func New(cat *catalog.Catalog, opts *Options) (*Service, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	if o.Guard == nil {
+		g, err := netguard.New(netguard.Policy{}, nil)
+		if err != nil {
+			return nil, err
+		}
+		o.Guard = g
+	}
+	if o.Status == nil {
+		o.Status = func(string) string { return "" }
+	}
+	if o.Visible == nil {
+		o.Visible = func(authz.Identity, catalog.Tool) bool { return true }
+	}
+	d := &Service{o: o, cat: cat, logger: o.Logger, classes: map[string]toolClass{}, sugg: skills.NewSuggestions(0),
+		wake: make(chan struct{}, 1)}
 	d.skills = skills.Default()
-	if len(cfg.Skills.Taxonomy) > 0 {
-		d.skills = make([]skills.Skill, len(cfg.Skills.Taxonomy))
-		for i, s := range cfg.Skills.Taxonomy {
+	if len(o.Skills.Taxonomy) > 0 {
+		d.skills = make([]skills.Skill, len(o.Skills.Taxonomy))
+		for i, s := range o.Skills.Taxonomy {
 			d.skills[i] = skills.Skill{ID: s.ID, Name: s.Name, Description: s.Description, Examples: s.Examples, Keywords: s.Keywords}
 		}
 		if err := skills.Validate(d.skills); err != nil {
@@ -66,33 +119,39 @@ func newDiscovery(a *App, cfg *config.Config, getenv func(string) string) (*disc
 		}
 	}
 	d.offline = skills.NewOffline(d.skills)
-	opts := &search.Options{Logger: a.logger}
-	if e := cfg.Search.Embeddings; e != nil {
-		if err := checkConfiguredURL(a.guard, "search.embeddings.url", e.URL); err != nil {
+	sopts := &search.Options{Logger: o.Logger}
+	if e := o.Search.Embeddings; e != nil {
+		if err := o.Guard.CheckConfigured("search.embeddings.url", e.URL); err != nil {
 			return nil, err
 		}
-		emb, err := search.NewOpenAIEmbedder(search.EmbeddingsConfig{URL: e.URL, Model: e.Model, APIKey: e.APIKey(getenv),
-			BatchSize: e.BatchSize, Timeout: time.Duration(e.TimeoutSeconds) * time.Second, HTTPClient: a.guard.Client(0)})
+		emb, err := search.NewOpenAIEmbedder(search.EmbeddingsConfig{URL: e.URL, Model: e.Model, APIKey: e.APIKey(o.Getenv),
+			BatchSize: e.BatchSize, Timeout: time.Duration(e.TimeoutSeconds) * time.Second, HTTPClient: o.Guard.Client(0)})
 		if err != nil {
 			return nil, fmt.Errorf("search.embeddings: %w", err)
 		}
-		opts.Embedder = emb
+		sopts.Embedder = emb
 	}
-	if c := cfg.Skills.Classifier; c.Mode == "llm" {
-		if err := checkConfiguredURL(a.guard, "skills.classifier.url", c.URL); err != nil {
+	if c := o.Skills.Classifier; c.Mode == "llm" {
+		if err := o.Guard.CheckConfigured("skills.classifier.url", c.URL); err != nil {
 			return nil, err
 		}
-		llm, err := skills.NewLLM(skills.LLMConfig{URL: c.URL, Model: c.Model, APIKey: c.APIKey(getenv), BatchSize: c.BatchSize,
-			Concurrency: c.Concurrency, Timeout: time.Duration(c.TimeoutSeconds) * time.Second, HTTPClient: a.guard.Client(0)},
-			d.offline, a.logger)
+		llm, err := skills.NewLLM(skills.LLMConfig{URL: c.URL, Model: c.Model, APIKey: c.APIKey(o.Getenv), BatchSize: c.BatchSize,
+			Concurrency: c.Concurrency, Timeout: time.Duration(c.TimeoutSeconds) * time.Second, HTTPClient: o.Guard.Client(0)},
+			d.offline, o.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("skills.classifier: %w", err)
 		}
 		d.llm = llm
 	}
-	d.index = search.NewIndex(opts)
-	d.latest = a.cat.Snapshot()
-	d.unsubCat = a.cat.Subscribe(func(_, next *catalog.Snapshot) {
+	d.index = search.NewIndex(sopts)
+	d.latest = cat.Snapshot()
+	d.wake <- struct{}{}
+	return d, nil
+}
+
+// Run follows the catalog until ctx is done, then stops the index.
+func (d *Service) Run(ctx context.Context) error {
+	unsub := d.cat.Subscribe(func(_, next *catalog.Snapshot) {
 		d.mu.Lock()
 		d.latest = next
 		d.mu.Unlock()
@@ -101,48 +160,33 @@ func newDiscovery(a *App, cfg *config.Config, getenv func(string) string) (*disc
 		default:
 		}
 	})
-	go d.run()
-	d.wake <- struct{}{}
-	return d, nil
-}
-
-// close stops the worker and the index.
-func (d *discovery) close() {
-	if d == nil {
-		return
-	}
-	d.unsubCat()
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	close(d.done)
-	<-d.stopped
-	d.index.Close()
-	d.indexed.Store(^uint64(0)) // release waiters
-}
-
-func (d *discovery) run() {
-	defer close(d.stopped)
+	// What changed between New and the subscription.
+	d.mu.Lock()
+	d.latest = d.cat.Snapshot()
+	d.mu.Unlock()
+	defer func() {
+		unsub()
+		d.index.Close()
+		d.indexed.Store(^uint64(0)) // release waiters
+	}()
 	var last *catalog.Snapshot
 	for {
 		select {
-		case <-d.done:
-			return
+		case <-ctx.Done():
+			return nil
 		case <-d.wake:
 		}
 		d.mu.RLock()
 		next := d.latest
 		d.mu.RUnlock()
-		d.apply(last, next)
+		d.apply(ctx, last, next)
 		last = next
 		d.indexed.Store(next.Version())
 	}
 }
 
 // apply brings the index from snapshot prev (nil: empty) to next.
-func (d *discovery) apply(prev, next *catalog.Snapshot) {
+func (d *Service) apply(ctx context.Context, prev, next *catalog.Snapshot) {
 	servers := map[string]bool{}
 	for _, s := range next.Servers() {
 		servers[s] = true
@@ -160,7 +204,7 @@ func (d *discovery) apply(prev, next *catalog.Snapshot) {
 		if prev != nil && sameTools(prev.ServerTools(s), tools) {
 			continue
 		}
-		d.indexServer(s, tools)
+		d.indexServer(ctx, s, tools)
 	}
 }
 
@@ -168,7 +212,7 @@ func sameTools(a, b []catalog.Tool) bool {
 	return slices.EqualFunc(a, b, func(x, y catalog.Tool) bool { return x.Name == y.Name && x.Hash == y.Hash })
 }
 
-func (d *discovery) forgetServer(server string, tools []catalog.Tool) {
+func (d *Service) forgetServer(server string, tools []catalog.Tool) {
 	d.mu.Lock()
 	for _, t := range tools {
 		delete(d.classes, t.Name)
@@ -182,7 +226,7 @@ func (d *discovery) forgetServer(server string, tools []catalog.Tool) {
 // siblings say what it is about), so without an LLM every tool of a changed
 // server is classified again: it is cheap, and a new sibling may change a
 // terse tool's skill.
-func (d *discovery) indexServer(server string, tools []catalog.Tool) {
+func (d *Service) indexServer(ctx context.Context, server string, tools []catalog.Tool) {
 	var fresh []catalog.Tool
 	d.mu.RLock()
 	for _, t := range tools {
@@ -208,7 +252,7 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 			classes[i].Pending = true
 		}
 		d.store(server, desc, tools, fresh, classes, nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		classes = d.llm.ClassifyBatch(ctx, texts)
 		cancel()
 	} else {
@@ -223,7 +267,7 @@ func (d *discovery) indexServer(server string, tools []catalog.Tool) {
 // store records the classifications of fresh and replaces the server's
 // documents; texts, when given, feed the suggestion queue (a pending
 // verdict does not: the final one decides).
-func (d *discovery) store(server, desc string, tools, fresh []catalog.Tool, classes []skills.Classification, texts []skills.Tool) {
+func (d *Service) store(server, desc string, tools, fresh []catalog.Tool, classes []skills.Classification, texts []skills.Tool) {
 	d.mu.Lock()
 	for i, t := range fresh {
 		d.classes[t.Name] = toolClass{hash: t.Hash, c: classes[i]}
@@ -266,16 +310,16 @@ func skillIDs(c skills.Classification) []string {
 	return out
 }
 
-func (d *discovery) serverDescription(server string) string {
-	if rec := d.a.reg.lookup(server); rec != nil {
-		return rec.def.Description
+func (d *Service) serverDescription(server string) string {
+	if info, ok := d.o.Servers.Lookup(server); ok {
+		return info.Description
 	}
 	return ""
 }
 
 // waitIndexed waits, briefly, until the index reflects catalog version v,
 // so a search right after a discovery sees its tools.
-func (d *discovery) waitIndexed(v uint64, max time.Duration) {
+func (d *Service) waitIndexed(v uint64, max time.Duration) {
 	deadline := time.Now().Add(max)
 	for d.indexed.Load() < v && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -283,23 +327,23 @@ func (d *discovery) waitIndexed(v uint64, max time.Duration) {
 }
 
 // allow is the index filter for id: tools available now that id may call.
-func (d *discovery) allow(id authz.Identity, snap *catalog.Snapshot) func(string) bool {
+func (d *Service) allow(id authz.Identity, snap *catalog.Snapshot) func(string) bool {
 	return func(name string) bool {
 		t, ok := snap.Tool(name)
-		return ok && t.Available && d.a.visible(id, t)
+		return ok && t.Available && d.o.Visible(id, t)
 	}
 }
 
 // run a query for id.
-func (d *discovery) query(ctx context.Context, id authz.Identity, text string, servers, skillFilter []string, limit int) (search.Result, *catalog.Snapshot) {
-	snap := d.a.cat.Snapshot()
+func (d *Service) query(ctx context.Context, id authz.Identity, text string, servers, skillFilter []string, limit int) (search.Result, *catalog.Snapshot) {
+	snap := d.cat.Snapshot()
 	d.waitIndexed(snap.Version(), 200*time.Millisecond)
 	res := d.index.Search(ctx, search.Query{Text: text, Servers: servers, Skills: skillFilter, Limit: limit, Allow: d.allow(id, snap)})
 	return res, snap
 }
 
 // SearchTools serves the front's search_tools meta-tool.
-func (d *discovery) SearchTools(ctx context.Context, id authz.Identity, q string, servers []string, limit int) ([]front.SearchHit, error) {
+func (d *Service) SearchTools(ctx context.Context, id authz.Identity, q string, servers []string, limit int) ([]front.SearchHit, error) {
 	res, snap := d.query(ctx, id, q, d.serverNames(servers), nil, limit)
 	out := make([]front.SearchHit, 0, len(res.Hits))
 	for _, h := range res.Hits {
@@ -312,11 +356,11 @@ func (d *discovery) SearchTools(ctx context.Context, id authz.Identity, q string
 
 // serverNames maps server ids or names to names (unknown ones pass through,
 // and match nothing).
-func (d *discovery) serverNames(in []string) []string {
+func (d *Service) serverNames(in []string) []string {
 	out := make([]string, 0, len(in))
 	for _, s := range in {
-		if rec, err := d.a.reg.find(s); err == nil {
-			s = rec.def.Name
+		if info, ok := d.o.Servers.Resolve(s); ok {
+			s = info.Name
 		}
 		out = append(out, s)
 	}
@@ -324,7 +368,7 @@ func (d *discovery) serverNames(in []string) []string {
 }
 
 // Search serves POST /api/v1/search (AG-US2).
-func (d *discovery) Search(ctx context.Context, id authz.Identity, req api.SearchRequest) (api.SearchResponse, error) {
+func (d *Service) Search(ctx context.Context, id authz.Identity, req api.SearchRequest) (api.SearchResponse, error) {
 	start := time.Now()
 	resp := api.SearchResponse{Query: req.Query, Tools: []api.SearchTool{}}
 	if req.IncludeExternal != nil && !*req.IncludeExternal {
@@ -345,7 +389,7 @@ func (d *discovery) Search(ctx context.Context, id authz.Identity, req api.Searc
 	return resp, nil
 }
 
-func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.SearchTool {
+func (d *Service) toolView(rank string, t catalog.Tool, score float64) api.SearchTool {
 	d.mu.RLock()
 	c := d.classes[t.Name].c
 	d.mu.RUnlock()
@@ -355,12 +399,10 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 	if t.Def != nil {
 		v.Description, v.InputSchema = t.Def.Description, t.Def.InputSchema
 	}
-	if rec := d.a.reg.lookup(t.Server); rec != nil {
-		v.SourceServer.ID = rec.id
+	if info, ok := d.o.Servers.Lookup(t.Server); ok {
+		v.SourceServer.ID = info.ID
 	}
-	if st, err := d.a.ups.Status(t.Server); err == nil {
-		v.SourceServer.Status = string(st.State)
-	} else {
+	if v.SourceServer.Status = d.o.Status(t.Server); v.SourceServer.Status == "" {
 		v.SourceServer.Status = string(upstream.StateDisconnected)
 	}
 	return v
@@ -369,8 +411,8 @@ func (d *discovery) toolView(rank string, t catalog.Tool, score float64) api.Sea
 // ToolSkills serves the skill fields of the API's tool records. Like a
 // search, it waits briefly for the worker to index the current catalog, so
 // a listing right after a discovery shows the new tools' skills.
-func (d *discovery) ToolSkills(_ context.Context, names []string) map[string]skills.Classification {
-	d.waitIndexed(d.a.cat.Snapshot().Version(), 200*time.Millisecond)
+func (d *Service) ToolSkills(_ context.Context, names []string) map[string]skills.Classification {
+	d.waitIndexed(d.cat.Snapshot().Version(), 200*time.Millisecond)
 	out := make(map[string]skills.Classification, len(names))
 	d.mu.RLock()
 	defer d.mu.RUnlock()
@@ -385,7 +427,7 @@ func (d *discovery) ToolSkills(_ context.Context, names []string) map[string]ski
 }
 
 // Skills serves GET /api/v1/skills.
-func (d *discovery) Skills(context.Context) ([]api.SkillView, error) {
+func (d *Service) Skills(context.Context) ([]api.SkillView, error) {
 	counts := map[string]int{}
 	d.mu.RLock()
 	for _, tc := range d.classes {
@@ -408,11 +450,11 @@ func (d *discovery) Skills(context.Context) ([]api.SkillView, error) {
 
 // SkillTools serves GET /api/v1/skills/{id}/tools: the tools id may call
 // in that skill, most confident first.
-func (d *discovery) SkillTools(_ context.Context, id authz.Identity, skillID string, limit int) ([]api.SearchTool, error) {
+func (d *Service) SkillTools(_ context.Context, id authz.Identity, skillID string, limit int) ([]api.SearchTool, error) {
 	if !slices.ContainsFunc(d.skills, func(s skills.Skill) bool { return s.ID == skillID }) {
 		return nil, fmt.Errorf("unknown skill %q: %w", skillID, store.ErrNotFound)
 	}
-	snap := d.a.cat.Snapshot()
+	snap := d.cat.Snapshot()
 	allow := d.allow(id, snap)
 	type scored struct {
 		t    catalog.Tool
@@ -451,6 +493,6 @@ func (d *discovery) SkillTools(_ context.Context, id authz.Identity, skillID str
 }
 
 // Suggestions serves GET /api/v1/skills/suggestions.
-func (d *discovery) Suggestions(context.Context) ([]skills.Suggestion, error) {
+func (d *Service) Suggestions(context.Context) ([]skills.Suggestion, error) {
 	return d.sugg.List(), nil
 }

@@ -1,4 +1,4 @@
-package app
+package servers
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/internal/api"
-	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/pinning"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -25,12 +24,6 @@ type pinGate struct {
 	locks sync.Map // server id → *sync.Mutex
 }
 
-func newPinGate(a *App) *pinGate {
-	recorder := a.sec.recorder
-	return &pinGate{keeper: pinning.New(a.db, &pinning.Options{Logger: a.logger, Events: a.events,
-		Audit: func(rec audit.Record) { recorder.Record(rec) }})}
-}
-
 func (g *pinGate) lock(serverID string) func() {
 	mu, _ := g.locks.LoadOrStore(serverID, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
@@ -44,7 +37,7 @@ func pinServer(rec *record) pinning.Server {
 
 // setCatalog sets a server's catalog entry, holding back the tools whose
 // definition differs from the pinned one.
-func (r *registry) setCatalog(rec *record, e catalog.Entry) ([]catalog.Rejected, error) {
+func (r *Registry) setCatalog(rec *record, e catalog.Entry) ([]catalog.Rejected, error) {
 	if r.pins == nil {
 		return r.cat.Set(e)
 	}
@@ -55,10 +48,10 @@ func (r *registry) setCatalog(rec *record, e catalog.Entry) ([]catalog.Rejected,
 	return r.cat.Set(e)
 }
 
-// reapply sets a server's catalog entry again from its last discovery (or,
+// Reapply sets a server's catalog entry again from its last discovery (or,
 // never connected in this process, its last known tools), so that a change
 // of its pins (an approval, here or on another replica) takes effect.
-func (r *registry) reapply(name string) {
+func (r *Registry) Reapply(name string) {
 	rec := r.lookup(name)
 	if rec == nil {
 		return
@@ -71,24 +64,23 @@ func (r *registry) reapply(name string) {
 	r.restoreTools(context.WithoutCancel(r.ctx), rec, available)
 }
 
-// apiPins serves the quarantined tools and their approval to the API.
-type apiPins struct{ a *App }
-
-func (p apiPins) record(t catalog.Tool) (*record, error) {
-	rec := p.a.reg.lookup(t.Server)
-	if rec == nil || p.a.reg.pins == nil {
+// pinRecordOf is the record of a tool's server, for the pin API.
+func (r *Registry) pinRecordOf(t catalog.Tool) (*record, error) {
+	rec := r.lookup(t.Server)
+	if rec == nil || r.pins == nil {
 		return nil, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
 			Message: fmt.Sprintf("server %q not found", t.Server)}
 	}
 	return rec, nil
 }
 
-func (p apiPins) Pinned(ctx context.Context, t catalog.Tool) (api.PinRecord, error) {
-	rec, err := p.record(t)
+// Pinned is the pin of a held-back tool (api.Pins).
+func (r *Registry) Pinned(ctx context.Context, t catalog.Tool) (api.PinRecord, error) {
+	rec, err := r.pinRecordOf(t)
 	if err != nil {
 		return api.PinRecord{}, err
 	}
-	pin, err := p.a.reg.pins.keeper.Pin(ctx, rec.id, t.OriginalName)
+	pin, err := r.pins.keeper.Pin(ctx, rec.id, t.OriginalName)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.PinRecord{}, nil // held by another replica's pin, removed since
 	}
@@ -98,22 +90,26 @@ func (p apiPins) Pinned(ctx context.Context, t catalog.Tool) (api.PinRecord, err
 	return pinRecord(pin), nil
 }
 
-func (p apiPins) Approve(ctx context.Context, t catalog.Tool, hash, approvedBy string) (api.PinRecord, error) {
-	rec, err := p.record(t)
+// Approve pins a held-back tool's new definition and serves it, here and
+// on the other replicas (api.Pins).
+func (r *Registry) Approve(ctx context.Context, t catalog.Tool, hash, approvedBy string) (api.PinRecord, error) {
+	rec, err := r.pinRecordOf(t)
 	if err != nil {
 		return api.PinRecord{}, err
 	}
-	pin, err := p.a.reg.pins.keeper.Approve(ctx, pinning.Approval{Server: pinServer(rec), Tool: t, By: approvedBy, Hash: hash})
+	pin, err := r.pins.keeper.Approve(ctx, pinning.Approval{Server: pinServer(rec), Tool: t, By: approvedBy, Hash: hash})
 	if err != nil {
 		// A successful approval is audited by the keeper, with the hashes.
-		p.a.operation(ctx, pinning.OpApprove, t.Server, "approving "+t.Name, err)
+		if r.o.Operation != nil {
+			r.o.Operation(ctx, pinning.OpApprove, t.Server, "approving "+t.Name, err)
+		}
 		if errors.Is(err, pinning.ErrStale) {
 			return api.PinRecord{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: err.Error()}
 		}
 		return api.PinRecord{}, err
 	}
-	p.a.reg.reapply(t.Server)
-	p.a.cluster.publish("pins", t.Server)
+	r.Reapply(t.Server)
+	r.publish("pins", t.Server)
 	return pinRecord(pin), nil
 }
 
