@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/httperr"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 )
@@ -343,19 +343,9 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 
 // WriteError writes e in the API's one error shape, with its status and
 // Retry-After; the gateway's routes outside the API (authentication, the
-// per-server endpoints) answer with it too.
-func WriteError(w http.ResponseWriter, e *Error) {
-	if e.RetryAfter > 0 {
-		// Whole seconds, rounded up: a client waiting the floor would be
-		// refused again.
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
-	}
-	status := e.Status
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	writeJSON(w, status, map[string]any{"error": e})
-}
+// per-server endpoints) answer with it too. It is [httperr.Write], the one
+// writer of that shape.
+func WriteError(w http.ResponseWriter, e *Error) { httperr.Write(w, e) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

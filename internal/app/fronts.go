@@ -36,7 +36,8 @@ func (s *frontSet) handler(reg *registry, opts *front.HTTPOptions, endpoint func
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		if reg.lookup(name) == nil {
-			writeNotFound(w, name)
+			api.WriteError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
+				Message: fmt.Sprintf("server %q not found", name)})
 			return
 		}
 		key := name + " " + r.URL.Path[len(r.URL.Path)-4:] // "/mcp" or "/sse"
@@ -85,12 +86,6 @@ func (s *frontSet) close() {
 		f.Close()
 		delete(s.fronts, name)
 	}
-}
-
-// writeNotFound answers in the REST API's error shape.
-func writeNotFound(w http.ResponseWriter, name string) {
-	api.WriteError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
-		Message: fmt.Sprintf("server %q not found", name)})
 }
 
 // existing returns the server's transparent front if one was built.
