@@ -156,8 +156,9 @@ const IdentityExtraKey = "switchboard/identity"
 var ProtocolVersions = mcp.SupportedProtocolVersions()
 
 // ErrorMetaKey is the _meta key under which an isError result produced by
-// the gateway itself (not by the upstream tool) carries its stable code.
-const ErrorMetaKey = "switchboard/error"
+// the gateway itself (not by the upstream tool) carries its stable code; like
+// every key the gateway reads or writes, it is under [invoke.MetaPrefix].
+const ErrorMetaKey = invoke.MetaPrefix + "error"
 
 // Front serves the catalog (or one server of it) as one MCP server. Create
 // it with [New], stop following the catalog with [Front.Close].
