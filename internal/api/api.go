@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,6 +16,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/httperr"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/telemetry"
 )
@@ -109,32 +109,29 @@ type ConnectionEvent struct {
 	At    time.Time `json:"at"`
 }
 
-// Servers manages upstream servers for the API. The app's registry
-// implements it; it persists, supervises and catalogs them.
-type Servers interface {
+// The API's view of the server registry is split by the handlers that use
+// it: every route that names a server looks it up ([ServerLookup]); only
+// the server routes change definitions ([ServerDefinitions]), drive
+// connections ([ServerControl]) or read diagnostics ([ServerDiagnostics]).
+// [Servers] is their union, what [New] takes; the app's registry
+// implements it and persists, supervises and catalogs the servers.
+
+// ServerLookup finds servers by id or name.
+type ServerLookup interface {
 	List(ctx context.Context) ([]Server, error)
 	Get(ctx context.Context, idOrName string) (Server, error)
+}
+
+// ServerDefinitions changes what servers the gateway has and how they are
+// defined (admin routes).
+type ServerDefinitions interface {
 	// Register adds a server defined at runtime; it connects in the
 	// background when autoConnect is set.
 	Register(ctx context.Context, def *config.Server, autoConnect bool) (Server, error)
 	Remove(ctx context.Context, idOrName string) error
-	// Connect starts connecting; with wait it returns once connected or
-	// failed.
-	Connect(ctx context.Context, idOrName string, wait bool) (Server, error)
-	// Disconnect stops new calls at once, lets the calls in flight finish
-	// (bounded), then disconnects; it reports how many were pending.
-	Disconnect(ctx context.Context, idOrName string) (s Server, pending int, err error)
-	// Discover re-lists the server's tools, resources and prompts now.
-	Discover(ctx context.Context, idOrName string) (Server, error)
 	// Rename gives a runtime-registered server a new name; its tools'
 	// namespaced names follow.
 	Rename(ctx context.Context, idOrName, newName string) (Server, error)
-	History(ctx context.Context, idOrName string, limit int) ([]ConnectionEvent, error)
-	// Capabilities is what the server said of itself at initialize.
-	Capabilities(ctx context.Context, idOrName string) (Capabilities, error)
-	// Logs returns the last lines (at most max) a stdio server wrote to
-	// stderr; none for other transports.
-	Logs(ctx context.Context, idOrName string, max int) ([]string, error)
 	// SetDefaultAccess changes a server's default_access ("allow" or
 	// "deny"); authorization follows at once. A runtime-registered server's
 	// definition changes; a config-file server gets an override, kept in the
@@ -144,6 +141,36 @@ type Servers interface {
 	// file's default_access applies again. A server registered through the
 	// API has no file value to go back to: 409.
 	ResetDefaultAccess(ctx context.Context, idOrName string) (Server, error)
+}
+
+// ServerControl drives a server's connection (admin routes).
+type ServerControl interface {
+	// Connect starts connecting; with wait it returns once connected or
+	// failed.
+	Connect(ctx context.Context, idOrName string, wait bool) (Server, error)
+	// Disconnect stops new calls at once, lets the calls in flight finish
+	// (bounded), then disconnects; it reports how many were pending.
+	Disconnect(ctx context.Context, idOrName string) (s Server, pending int, err error)
+	// Discover re-lists the server's tools, resources and prompts now.
+	Discover(ctx context.Context, idOrName string) (Server, error)
+}
+
+// ServerDiagnostics reads what a server did and said of itself.
+type ServerDiagnostics interface {
+	History(ctx context.Context, idOrName string, limit int) ([]ConnectionEvent, error)
+	// Capabilities is what the server said of itself at initialize.
+	Capabilities(ctx context.Context, idOrName string) (Capabilities, error)
+	// Logs returns the last lines (at most max) a stdio server wrote to
+	// stderr; none for other transports.
+	Logs(ctx context.Context, idOrName string, max int) ([]string, error)
+}
+
+// Servers is every part of the registry the API uses.
+type Servers interface {
+	ServerLookup
+	ServerDefinitions
+	ServerControl
+	ServerDiagnostics
 }
 
 // Capabilities is the upstream's initialize result and what was discovered.
@@ -231,7 +258,10 @@ type ReplicaView struct {
 }
 
 type handler struct {
-	servers Servers
+	servers ServerLookup
+	defs    ServerDefinitions
+	control ServerControl
+	diag    ServerDiagnostics
 	cat     *catalog.Catalog
 	caller  Caller
 	logger  *slog.Logger
@@ -284,7 +314,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	if o.ToolStatus == nil {
 		o.ToolStatus = defaultToolStatus
 	}
-	h := &handler{servers: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
+	h := &handler{servers: servers, defs: servers, control: servers, diag: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
 		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins,
 		escalations: o.Escalations, series: o.Series}
@@ -313,19 +343,9 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 
 // WriteError writes e in the API's one error shape, with its status and
 // Retry-After; the gateway's routes outside the API (authentication, the
-// per-server endpoints) answer with it too.
-func WriteError(w http.ResponseWriter, e *Error) {
-	if e.RetryAfter > 0 {
-		// Whole seconds, rounded up: a client waiting the floor would be
-		// refused again.
-		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10))
-	}
-	status := e.Status
-	if status == 0 {
-		status = http.StatusInternalServerError
-	}
-	writeJSON(w, status, map[string]any{"error": e})
-}
+// per-server endpoints) answer with it too. It is [httperr.Write], the one
+// writer of that shape.
+func WriteError(w http.ResponseWriter, e *Error) { httperr.Write(w, e) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

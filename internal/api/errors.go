@@ -4,33 +4,24 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/httperr"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/netguard"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
-// Error is the one error shape of the REST API:
+// Error is the one error shape of the REST API (and of every route outside
+// it that refuses a request; see package httperr):
 //
 //	{"error": {"code": "tool_not_found", "message": "...", "details": {...}}}
 //
 // Code is stable; clients switch on it. Handlers return errors; [writeError]
 // maps them to a status and this shape in one place.
-type Error struct {
-	Status  int            `json:"-"`
-	Code    string         `json:"code"`
-	Message string         `json:"message"`
-	Details map[string]any `json:"details,omitempty"`
-	// RetryAfter, when positive, is sent as the Retry-After header (whole
-	// seconds, rounded up) so clients back off as long as the gateway asks.
-	RetryAfter time.Duration `json:"-"`
-}
-
-func (e *Error) Error() string { return e.Message }
+type Error = httperr.Error
 
 // Stable error codes of the REST API, beyond those of [invoke.Code].
 const (
@@ -39,7 +30,7 @@ const (
 	CodeServerNotFound   = "server_not_found"
 	CodeConflict         = "conflict"
 	CodeNotFound         = "not_found"
-	CodeInternal         = "internal"
+	CodeInternal         = httperr.CodeInternal
 	CodeMethodNotAllowed = "method_not_allowed"
 	// CodeUnauthenticated: the request reached the API without an identity.
 	CodeUnauthenticated = string(invoke.CodeUnauthenticated)

@@ -433,19 +433,8 @@ func (h *handler) invokeTool(w http.ResponseWriter, r *http.Request) error {
 		// agent, the credential (ID) still says who made it.
 		id.AgentID = req.AgentID
 	}
-	if strings.TrimSpace(req.ToolName) == "" {
-		return badRequest("tool_name is required")
-	}
-	if err := fromHeader(r, &req.IdempotencyKey, "idempotency_key", "Idempotency-Key"); err != nil {
-		return err
-	}
-	if err := fromHeader(r, &req.ApprovalToken, "approval_token", "X-Approval-Token"); err != nil {
-		return err
-	}
-	if _, err := objectOrNil("params", string(invoke.CodeInvalidArgument), req.Params); err != nil {
-		return err // named as this route names its arguments
-	}
-	call, err := invoke.NewCall(invoke.CallRequest{
+	start := time.Now()
+	call, res, err := h.call(r, req.ServerID, invoke.CallRequest{
 		Name:           req.ToolName,
 		Arguments:      req.Params,
 		Identity:       id,
@@ -454,30 +443,11 @@ func (h *handler) invokeTool(w http.ResponseWriter, r *http.Request) error {
 		ApprovalToken:  req.ApprovalToken,
 		TicketID:       req.TicketID,
 		TaskID:         req.TaskID,
+		NameField:      "tool_name",
+		ArgumentsField: "params",
 	})
 	if err != nil {
 		return err
-	}
-	if req.ServerID != "" {
-		s, err := h.servers.Get(r.Context(), req.ServerID)
-		if err != nil {
-			return err
-		}
-		call.Server = s.Name
-	}
-	start := time.Now()
-	res, err := h.caller.CallTool(r.Context(), call)
-	if err != nil {
-		e := *toError(err)
-		if req.CorrelationID != "" {
-			// Copy the details: toError may return a shared *Error.
-			d := map[string]any{"correlation_id": req.CorrelationID}
-			for k, v := range e.Details {
-				d[k] = v
-			}
-			e.Details = d
-		}
-		return &e
 	}
 	out := MCPInvocationResult{
 		CorrelationID:  res.CorrelationID,
@@ -485,7 +455,7 @@ func (h *handler) invokeTool(w http.ResponseWriter, r *http.Request) error {
 		Attempts:       res.Attempts,
 		LatencyMS:      ms(time.Since(start).Seconds()),
 		CompletedAt:    time.Now().UTC(),
-		IdempotencyKey: req.IdempotencyKey,
+		IdempotencyKey: call.IdempotencyKey,
 		Replayed:       res.Replayed,
 		TicketID:       req.TicketID,
 		TaskID:         req.TaskID,
@@ -503,24 +473,10 @@ func (h *handler) invokeTool(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if res.IsError {
-		out.Error = invoke.ToolErrorText(res.CallToolResult, 0)
+		out.Error = invoke.ToolErrorText(res.CallToolResult)
 		out.ErrorCode = "tool_error"
 	}
 	writeJSON(w, http.StatusOK, out)
-	return nil
-}
-
-// fromHeader fills *field from header when the body left it empty; both
-// set and different is a 400, since either could be the one meant.
-func fromHeader(r *http.Request, field *string, name, header string) error {
-	v := r.Header.Get(header)
-	switch {
-	case v == "":
-	case *field == "":
-		*field = v
-	case *field != v:
-		return badRequest(name + " and the " + header + " header disagree")
-	}
 	return nil
 }
 

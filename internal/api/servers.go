@@ -93,7 +93,7 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 	}
 	def := serverDef(req)
 	autoConnect := *def.AutoStart
-	s, err := h.servers.Register(r.Context(), def, autoConnect)
+	s, err := h.defs.Register(r.Context(), def, autoConnect)
 	if err := h.op(r.Context(), "server.register", req.Name, "transport "+def.Transport, err); err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func serverDef(req registerRequest) *config.Server {
 
 func (h *handler) removeServer(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	if err := h.op(r.Context(), "server.remove", id, "", h.servers.Remove(r.Context(), id)); err != nil {
+	if err := h.op(r.Context(), "server.remove", id, "", h.defs.Remove(r.Context(), id)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -157,7 +157,7 @@ func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
 			return badParam("wait", "must be true or false")
 		}
 	}
-	s, err := h.servers.Connect(r.Context(), r.PathValue("id"), wait)
+	s, err := h.control.Connect(r.Context(), r.PathValue("id"), wait)
 	if err := h.op(r.Context(), "server.connect", r.PathValue("id"), "", err); err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (h *handler) connectServer(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) disconnectServer(w http.ResponseWriter, r *http.Request) error {
-	s, pending, err := h.servers.Disconnect(r.Context(), r.PathValue("id"))
+	s, pending, err := h.control.Disconnect(r.Context(), r.PathValue("id"))
 	if err := h.op(r.Context(), "server.disconnect", r.PathValue("id"), "", err); err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (h *handler) disconnectServer(w http.ResponseWriter, r *http.Request) error
 }
 
 func (h *handler) discoverServer(w http.ResponseWriter, r *http.Request) error {
-	s, err := h.servers.Discover(r.Context(), r.PathValue("id"))
+	s, err := h.control.Discover(r.Context(), r.PathValue("id"))
 	if err := h.op(r.Context(), "server.discover", r.PathValue("id"), "", err); err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (h *handler) serverHistory(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	events, err := h.servers.History(r.Context(), r.PathValue("id"), limit)
+	events, err := h.diag.History(r.Context(), r.PathValue("id"), limit)
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func (h *handler) serverHistory(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) serverCapabilities(w http.ResponseWriter, r *http.Request) error {
-	c, err := h.servers.Capabilities(r.Context(), r.PathValue("id"))
+	c, err := h.diag.Capabilities(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -228,7 +228,7 @@ type patchRequest struct {
 // default_access: the file's value applies again.
 func (h *handler) resetDefaultAccess(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	s, err := h.servers.ResetDefaultAccess(r.Context(), id)
+	s, err := h.defs.ResetDefaultAccess(r.Context(), id)
 	if err := h.op(r.Context(), "server.default_access_reset", id, "default_access back to the config file's", err); err != nil {
 		return err
 	}
@@ -252,7 +252,7 @@ func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
 		if req.DefaultAccess != "allow" && req.DefaultAccess != "deny" {
 			return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: `default_access must be "allow" or "deny"`}
 		}
-		s, err := h.servers.SetDefaultAccess(r.Context(), id, req.DefaultAccess)
+		s, err := h.defs.SetDefaultAccess(r.Context(), id, req.DefaultAccess)
 		if err := h.op(r.Context(), "server.default_access", id, "default_access "+quote(req.DefaultAccess), err); err != nil {
 			return err
 		}
@@ -261,7 +261,7 @@ func (h *handler) patchServer(w http.ResponseWriter, r *http.Request) error {
 	case req.Name == "":
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name or default_access is required (the fields that can be changed)"}
 	}
-	s, err := h.servers.Rename(r.Context(), id, req.Name)
+	s, err := h.defs.Rename(r.Context(), id, req.Name)
 	if err := h.op(r.Context(), "server.rename", id, "new name "+quote(req.Name), err); err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (h *handler) serverLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	lines, err := h.servers.Logs(r.Context(), s.Name, n)
+	lines, err := h.diag.Logs(r.Context(), s.Name, n)
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
-	"strings"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -202,30 +203,10 @@ func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
 	if err := h.decode(w, r, &req); err != nil {
 		return err
 	}
-	if strings.TrimSpace(req.Name) == "" {
-		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "name is required"}
-	}
-	if err := fromHeader(r, &req.IdempotencyKey, "idempotency_key", "Idempotency-Key"); err != nil {
-		return err
-	}
-	if err := fromHeader(r, &req.ApprovalToken, "approval_token", "X-Approval-Token"); err != nil {
-		return err
-	}
 	id, _ := caller(r.Context())
-	call, err := invoke.NewCall(invoke.CallRequest{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta, Identity: id,
+	_, res, err := h.call(r, req.ServerID, invoke.CallRequest{Name: req.Name, Arguments: req.Arguments, Meta: req.Meta, Identity: id,
 		CorrelationID: req.CorrelationID, IdempotencyKey: req.IdempotencyKey, ApprovalToken: req.ApprovalToken,
-		TicketID: req.TicketID, TaskID: req.TaskID})
-	if err != nil {
-		return err
-	}
-	if req.ServerID != "" {
-		s, err := h.servers.Get(r.Context(), req.ServerID)
-		if err != nil {
-			return err
-		}
-		call.Server = s.Name
-	}
-	res, err := h.caller.CallTool(r.Context(), call)
+		TicketID: req.TicketID, TaskID: req.TaskID, NameField: "name"})
 	if err != nil {
 		return err
 	}
@@ -255,7 +236,74 @@ func (h *handler) callTool(w http.ResponseWriter, r *http.Request) error {
 
 func ms(seconds float64) float64 { return float64(int64(seconds*1e6)) / 1e3 }
 
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+// quote quotes a name in a message as the pipeline and the MCP front do, so
+// that one failure reads the same whichever door it came through.
+func quote(s string) string { return strconv.Quote(s) }
+
+// call runs one tool call for either REST call route (POST
+// /api/v1/tools/call, POST /api/v1/mcp/invoke), which differ only in the
+// shape of their bodies and answers. The Idempotency-Key and
+// X-Approval-Token headers fill the fields the body left empty; the call is
+// built by [invoke.NewCall], as on the MCP front; serverID (an id or a name)
+// selects the server whose original tool name cr.Name is. It returns the
+// call as built (keys taken from headers included) with its result.
+func (h *handler) call(r *http.Request, serverID string, cr invoke.CallRequest) (invoke.Call, *invoke.Result, error) {
+	if err := fromHeader(r, &cr.IdempotencyKey, "idempotency_key", "Idempotency-Key"); err != nil {
+		return invoke.Call{}, nil, err
+	}
+	if err := fromHeader(r, &cr.ApprovalToken, "approval_token", "X-Approval-Token"); err != nil {
+		return invoke.Call{}, nil, err
+	}
+	call, err := invoke.NewCall(cr)
+	if errors.Is(err, invoke.ErrNameRequired) {
+		// A body without its required field is malformed, as for every
+		// other route; invalid_argument is for values the call cannot use.
+		return call, nil, badRequest(err.Error())
+	}
+	if err != nil {
+		return call, nil, err
+	}
+	if serverID != "" {
+		s, err := h.servers.Get(r.Context(), serverID)
+		if err != nil {
+			return call, nil, err
+		}
+		call.Server = s.Name
+	}
+	res, err := h.caller.CallTool(r.Context(), call)
+	if err != nil {
+		return call, nil, withCorrelation(err, call.CorrelationID)
+	}
+	return call, res, nil
+}
+
+// withCorrelation is err in the API's shape, its details echoing the
+// caller's correlation id (when it gave one) so that a failure can be
+// matched to the request that caused it.
+func withCorrelation(err error, id string) error {
+	e := *toError(err)
+	if id == "" {
+		return &e
+	}
+	// Copy the details: toError may return a shared *Error.
+	d := map[string]any{"correlation_id": id}
+	for k, v := range e.Details {
+		d[k] = v
+	}
+	e.Details = d
+	return &e
+}
+
+// fromHeader fills *field from header when the body left it empty; both
+// set and different is a 400, since either could be the one meant.
+func fromHeader(r *http.Request, field *string, name, header string) error {
+	v := r.Header.Get(header)
+	switch {
+	case v == "":
+	case *field == "":
+		*field = v
+	case *field != v:
+		return badRequest(name + " and the " + header + " header disagree")
+	}
+	return nil
 }

@@ -108,7 +108,8 @@ func (s *frontSet) handler(reg *servers.Registry, opts *front.HTTPOptions, endpo
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		if _, ok := reg.Lookup(name); !ok {
-			writeNotFound(w, name)
+			api.WriteError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
+				Message: fmt.Sprintf("server %q not found", name)})
 			return
 		}
 		key := name + " " + r.URL.Path[len(r.URL.Path)-4:] // "/mcp" or "/sse"
@@ -157,12 +158,6 @@ func (s *frontSet) close() {
 		f.Close()
 		delete(s.fronts, name)
 	}
-}
-
-// writeNotFound answers in the REST API's error shape.
-func writeNotFound(w http.ResponseWriter, name string) {
-	api.WriteError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeServerNotFound,
-		Message: fmt.Sprintf("server %q not found", name)})
 }
 
 // existing returns the server's transparent front if one was built.

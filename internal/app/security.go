@@ -279,7 +279,7 @@ func (sec *security) authenticate(next http.Handler) http.Handler {
 			// The store or the identity provider failed: not the caller's
 			// fault, and its text is not for the caller.
 			sec.logger.Warn("authentication unavailable", "path", r.URL.Path, "error", err)
-			writeJSONError(w, http.StatusServiceUnavailable, "auth_unavailable", "credentials cannot be checked right now; try again")
+			api.WriteError(w, &api.Error{Status: http.StatusServiceUnavailable, Code: "auth_unavailable", Message: "credentials cannot be checked right now; try again"})
 			return
 		}
 		if err != nil {
@@ -288,7 +288,7 @@ func (sec *security) authenticate(next http.Handler) http.Handler {
 			// In oauth mode the challenge points MCP clients at the
 			// resource's metadata, from which they start authorization.
 			w.Header().Set("WWW-Authenticate", sec.authn.Challenge(r, ie))
-			writeJSONError(w, identity.Status(ie), ie.Code, ie.Reason)
+			api.WriteError(w, &api.Error{Status: identity.Status(ie), Code: ie.Code, Message: ie.Reason})
 			return
 		}
 		r = r.WithContext(authz.WithIdentity(r.Context(), id))
@@ -323,9 +323,4 @@ const certPlaceholder = "mtls-client-certificate"
 func hasBearer(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
 	return len(h) > 7 && strings.EqualFold(h[:7], "bearer ")
-}
-
-// writeJSONError writes the API's error shape outside the API handler.
-func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
-	api.WriteError(w, &api.Error{Status: status, Code: code, Message: msg})
 }

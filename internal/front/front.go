@@ -31,17 +31,49 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 )
 
-// Caller executes requests for the front. *invoke.Pipeline implements it.
-// server is "" on the aggregate front (names and URIs are namespaced) and the
-// server's name on a transparent front (names and URIs are the upstream's).
-type Caller interface {
+// What a Front forwards goes through a collaborator declared by the
+// handlers that use it: tools/call ([ToolCaller]), resources
+// ([ResourceRelay]), prompts ([PromptGetter]), completions ([Completer]) and
+// logging/setLevel ([LevelSetter]). server is "" on the aggregate front
+// (names and URIs are namespaced) and the server's name on a transparent
+// front (names and URIs are the upstream's).
+
+// ToolCaller runs a tools/call (direct, or through the call_tool
+// meta-tool) through the pipeline.
+type ToolCaller interface {
 	CallTool(ctx context.Context, c invoke.Call) (*invoke.Result, error)
+}
+
+// ResourceRelay reads resources and relays subscriptions to them.
+type ResourceRelay interface {
 	ReadResource(ctx context.Context, server string, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error)
-	GetPrompt(ctx context.Context, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
-	Complete(ctx context.Context, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
 	Subscribe(ctx context.Context, server string, p *mcp.SubscribeParams) error
 	Unsubscribe(ctx context.Context, server string, p *mcp.UnsubscribeParams) error
+}
+
+// PromptGetter renders prompts.
+type PromptGetter interface {
+	GetPrompt(ctx context.Context, server string, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error)
+}
+
+// Completer relays completion/complete.
+type Completer interface {
+	Complete(ctx context.Context, server string, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
+}
+
+// LevelSetter relays logging/setLevel.
+type LevelSetter interface {
 	SetLoggingLevel(ctx context.Context, server string, p *mcp.SetLoggingLevelParams) error
+}
+
+// Caller is everything a Front forwards, what [New] takes.
+// *invoke.Pipeline implements it.
+type Caller interface {
+	ToolCaller
+	ResourceRelay
+	PromptGetter
+	Completer
+	LevelSetter
 }
 
 // Options configure a Front. nil means defaults.
@@ -124,14 +156,14 @@ const IdentityExtraKey = "switchboard/identity"
 var ProtocolVersions = mcp.SupportedProtocolVersions()
 
 // ErrorMetaKey is the _meta key under which an isError result produced by
-// the gateway itself (not by the upstream tool) carries its stable code.
-const ErrorMetaKey = "switchboard/error"
+// the gateway itself (not by the upstream tool) carries its stable code; like
+// every key the gateway reads or writes, it is under [invoke.MetaPrefix].
+const ErrorMetaKey = invoke.MetaPrefix + "error"
 
 // Front serves the catalog (or one server of it) as one MCP server. Create
 // it with [New], stop following the catalog with [Front.Close].
 type Front struct {
 	cat      *catalog.Catalog
-	caller   Caller
 	logger   *slog.Logger
 	server   *mcp.Server
 	scope    string // Options.Server
@@ -139,6 +171,14 @@ type Front struct {
 	visible  func(authz.Identity, catalog.Tool) bool
 	srvVis   func(authz.Identity, string) bool
 	searcher Searcher
+
+	// The parts of New's Caller, each used by its own handlers.
+	toolCaller    ToolCaller
+	resourceRelay ResourceRelay
+	promptGetter  PromptGetter
+	completer     Completer
+	levelSetter   LevelSetter
+
 	// metaSearch and metaCall are the meta-tools' names in search mode,
 	// "" otherwise.
 	metaSearch, metaCall string
@@ -175,7 +215,6 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 	}
 	f := &Front{
 		cat:         cat,
-		caller:      caller,
 		logger:      o.Logger,
 		scope:       o.Server,
 		withPeer:    o.WithPeer,
@@ -190,6 +229,12 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		resources:   map[string]string{},
 		templates:   map[string]string{},
 		prompts:     map[string]string{},
+
+		toolCaller:    caller,
+		resourceRelay: caller,
+		promptGetter:  caller,
+		completer:     caller,
+		levelSetter:   caller,
 	}
 	f.mrtr.shared = o.Spend
 	f.server = mcp.NewServer(o.Implementation, &mcp.ServerOptions{
@@ -210,14 +255,14 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 			Logging:     &mcp.LoggingCapabilities{},
 		},
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
-			res, err := f.caller.Complete(f.peerCtx(ctx, req.Session), f.scope, req.Params)
+			res, err := f.completer.Complete(f.peerCtx(ctx, req.Session), f.scope, req.Params)
 			return res, rpcError(err)
 		},
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
-			return rpcError(f.caller.Subscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
+			return rpcError(f.resourceRelay.Subscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
 		},
 		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-			return rpcError(f.caller.Unsubscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
+			return rpcError(f.resourceRelay.Unsubscribe(f.peerCtx(ctx, req.Session), f.scope, req.Params))
 		},
 		SupportedProtocolVersions: ProtocolVersions,
 		SetCacheable:              f.cacheable,
@@ -525,7 +570,7 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			res, err := next(ctx, method, req) // the SDK filters this session's logs by it
 			if err == nil {
 				if r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams]); ok && r.Params != nil {
-					if err := f.caller.SetLoggingLevel(f.peerCtx(ctx, r.Session), f.scope, r.Params); err != nil {
+					if err := f.levelSetter.SetLoggingLevel(f.peerCtx(ctx, r.Session), f.scope, r.Params); err != nil {
 						f.logger.Debug("relaying logging/setLevel", "error", err)
 					}
 				}
@@ -633,7 +678,7 @@ func (f *Front) forwardCall(ctx context.Context, req *mcp.CallToolRequest, up st
 	var res *invoke.Result
 	if err == nil {
 		call.InputResponses, call.RequestState = answers, up
-		res, err = f.caller.CallTool(ctx, call)
+		res, err = f.toolCaller.CallTool(ctx, call)
 	}
 	if err == nil {
 		if res.ServedBy == "" {
@@ -786,14 +831,14 @@ func callerIdentity(ctx context.Context, req mcp.Request) authz.Identity {
 
 func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	if !statelessRequest(req) {
-		res, err := f.caller.ReadResource(f.peerCtx(ctx, req.Session), f.scope, req.Params)
+		res, err := f.resourceRelay.ReadResource(f.peerCtx(ctx, req.Session), f.scope, req.Params)
 		return res, rpcError(err)
 	}
 	res, err := f.serveStateless(ctx, req, "resources/read", req.Params.URI, req.Params.InputResponses, req.Params.RequestState,
 		func(ctx context.Context, up string, answers mcp.InputResponseMap) (mcp.Result, error) {
 			p := *req.Params
 			p.InputResponses, p.RequestState = answers, up
-			res, err := f.caller.ReadResource(ctx, f.scope, &p)
+			res, err := f.resourceRelay.ReadResource(ctx, f.scope, &p)
 			return res, rpcError(err)
 		},
 		func(asks mcp.InputRequestMap, state string) mcp.Result {
@@ -807,14 +852,14 @@ func (f *Front) readResource(ctx context.Context, req *mcp.ReadResourceRequest) 
 
 func (f *Front) getPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	if !statelessRequest(req) {
-		res, err := f.caller.GetPrompt(f.peerCtx(ctx, req.Session), f.scope, req.Params)
+		res, err := f.promptGetter.GetPrompt(f.peerCtx(ctx, req.Session), f.scope, req.Params)
 		return res, rpcError(err)
 	}
 	res, err := f.serveStateless(ctx, req, "prompts/get", req.Params.Name, req.Params.InputResponses, req.Params.RequestState,
 		func(ctx context.Context, up string, answers mcp.InputResponseMap) (mcp.Result, error) {
 			p := *req.Params
 			p.InputResponses, p.RequestState = answers, up
-			res, err := f.caller.GetPrompt(ctx, f.scope, &p)
+			res, err := f.promptGetter.GetPrompt(ctx, f.scope, &p)
 			return res, rpcError(err)
 		},
 		func(asks mcp.InputRequestMap, state string) mcp.Result {

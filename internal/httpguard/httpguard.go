@@ -9,7 +9,6 @@
 package httpguard
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"mime"
@@ -18,6 +17,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/switchboard-mcp/switchboard/internal/httperr"
 )
 
 // Stable error codes of a refusal, in the REST API's error shape.
@@ -139,16 +140,14 @@ func (g *Guard) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// Refuse writes ref as {"error": {"code", "message"}} and logs it at debug
-// level.
+// Refuse writes ref in the gateway's one error shape ([httperr.Write]) and
+// logs it at debug level.
 func (g *Guard) Refuse(w http.ResponseWriter, r *http.Request, ref *Refusal) {
 	g.logger.Debug("http request refused", "status", ref.Status, "code", ref.Code,
 		"method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr,
 		"origin", r.Header.Get("Origin"), "host", r.Host)
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(ref.Status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": ref.Code, "message": ref.Message}})
+	httperr.Write(w, &httperr.Error{Status: ref.Status, Code: ref.Code, Message: ref.Message})
 }
 
 // hostAllowed accepts the listener's own names and the allow list. local is

@@ -2,7 +2,9 @@ package invoke
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,21 +40,40 @@ type CallRequest struct {
 	// Values the door received outside _meta (REST body fields and
 	// headers). A non-empty one wins over the same key in Meta.
 	IdempotencyKey, ApprovalToken, CorrelationID, TicketID, TaskID string
+
+	// NameField and ArgumentsField are how the door's request spells the
+	// tool name and its arguments ("tool_name" and "params" on POST
+	// /api/v1/mcp/invoke), so that an error names the field the caller
+	// sent. Empty: "arguments", and a name error that names none (MCP's
+	// tools/call).
+	NameField, ArgumentsField string
 }
 
-// NewCall is the one place a [Call] is built from a request: it checks the
-// arguments, takes the gateway's keys out of _meta and drops every other
-// key of the reserved namespace, so no door can forward one upstream.
+// ErrNameRequired is the cause of the error [NewCall] returns for a request
+// that names no tool. The error's code is CodeInvalidArgument, like every
+// check of the builder; a door whose vocabulary tells a malformed request
+// from a bad value (REST's bad_request) finds it with errors.Is.
+var ErrNameRequired = errors.New("a tool name is required")
+
+// NewCall is the one place a [Call] is built from a request, for every
+// door (the MCP front, both REST call routes): it checks the name and the
+// arguments, takes the gateway's keys out of _meta and drops every other key
+// of the reserved namespace, so no door can forward one upstream. Its errors
+// are *Error with CodeInvalidArgument.
 func NewCall(r CallRequest) (Call, error) {
 	c := Call{Name: r.Name, Server: r.Server, Identity: r.Identity}
 	if strings.TrimSpace(r.Name) == "" {
-		return c, &Error{Code: CodeInvalidArgument, Message: "a tool name is required"}
+		msg := ErrNameRequired.Error()
+		if r.NameField != "" {
+			msg = r.NameField + " is required"
+		}
+		return c, &Error{Code: CodeInvalidArgument, Message: msg, Err: ErrNameRequired}
 	}
 	args := bytes.TrimSpace(r.Arguments)
 	switch {
 	case len(args) == 0 || string(args) == "null":
 	case args[0] != '{' || !json.Valid(args):
-		return c, &Error{Code: CodeInvalidArgument, Message: "arguments must be a JSON object"}
+		return c, &Error{Code: CodeInvalidArgument, Message: cmp.Or(r.ArgumentsField, "arguments") + " must be a JSON object"}
 	default:
 		c.Arguments = r.Arguments
 	}
@@ -116,4 +137,39 @@ func upstreamMeta(m mcp.Meta) mcp.Meta {
 		}
 	}
 	return out
+}
+
+// ToolErrorMax bounds [ToolErrorText]: seed 000's 500-character summaries.
+// The whole result still reaches the caller; this is the one-line account
+// of it.
+const ToolErrorMax = 500
+
+// ToolErrorText is the text a tool put in its isError result: its text
+// blocks, one per line, cut at [ToolErrorMax] bytes on a rune boundary;
+// "the tool reported an error" when it has none. Every door that reports a
+// tool's error as text uses it (the audit record's error column, the error
+// of POST /api/v1/mcp/invoke), so they say the same.
+func ToolErrorText(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	if r != nil {
+		for _, c := range r.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				if b.Len() > 0 {
+					b.WriteByte('\n')
+				}
+				b.WriteString(t.Text)
+			}
+			if b.Len() >= ToolErrorMax {
+				break
+			}
+		}
+	}
+	s := b.String()
+	if s == "" {
+		return "the tool reported an error"
+	}
+	if len(s) > ToolErrorMax {
+		s = s[:ToolErrorMax]
+	}
+	return strings.ToValidUTF8(s, "")
 }

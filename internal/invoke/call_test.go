@@ -2,7 +2,10 @@ package invoke
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -95,4 +98,120 @@ func FuzzNewCall(f *testing.F) {
 			t.Fatalf("invalid arguments accepted: %q", c.Arguments)
 		}
 	})
+}
+
+// TestNewCallChecks: the builder's refusals, as each door spells its
+// fields, and what it accepts byte for byte.
+func TestNewCallChecks(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      CallRequest
+		wantMsg  string // "" = accepted
+		wantName bool   // the error is ErrNameRequired
+		wantArgs string // accepted arguments, byte for byte
+	}{
+		{"no name, MCP", CallRequest{}, "a tool name is required", true, ""},
+		{"blank name, tools/call", CallRequest{Name: " \t", NameField: "name"}, "name is required", true, ""},
+		{"no name, mcp/invoke", CallRequest{NameField: "tool_name", ArgumentsField: "params"}, "tool_name is required", true, ""},
+		{"name checked before arguments", CallRequest{Arguments: json.RawMessage(`[1]`), NameField: "name"}, "name is required", true, ""},
+		{"array arguments, MCP", CallRequest{Name: "a.b", Arguments: json.RawMessage(`[1]`)}, "arguments must be a JSON object", false, ""},
+		{"array params, mcp/invoke", CallRequest{Name: "a.b", Arguments: json.RawMessage(`[1]`), ArgumentsField: "params"}, "params must be a JSON object", false, ""},
+		{"number arguments", CallRequest{Name: "a.b", Arguments: json.RawMessage(`12`)}, "arguments must be a JSON object", false, ""},
+		{"true arguments", CallRequest{Name: "a.b", Arguments: json.RawMessage(`true`)}, "arguments must be a JSON object", false, ""},
+		{"object then garbage", CallRequest{Name: "a.b", Arguments: json.RawMessage(`{} x`)}, "arguments must be a JSON object", false, ""},
+		{"unterminated object", CallRequest{Name: "a.b", Arguments: json.RawMessage(`{"x":`)}, "arguments must be a JSON object", false, ""},
+		{"absent arguments", CallRequest{Name: "a.b"}, "", false, ""},
+		{"null arguments", CallRequest{Name: "a.b", Arguments: json.RawMessage(`null`)}, "", false, ""},
+		{"padded object kept as sent", CallRequest{Name: "a.b", Arguments: json.RawMessage(" {\"b\":1, \"a\":2}\n")}, "", false, " {\"b\":1, \"a\":2}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewCall(tt.req)
+			if tt.wantMsg == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want none", err)
+				}
+				if string(c.Arguments) != tt.wantArgs {
+					t.Errorf("arguments = %q, want %q", c.Arguments, tt.wantArgs)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeInvalidArgument || e.Message != tt.wantMsg {
+				t.Fatalf("err = %#v, want invalid_argument %q", err, tt.wantMsg)
+			}
+			if got := errors.Is(err, ErrNameRequired); got != tt.wantName {
+				t.Errorf("errors.Is(err, ErrNameRequired) = %v, want %v", got, tt.wantName)
+			}
+		})
+	}
+}
+
+// TestNewCallReservedMeta: every key of the reserved namespace stays with
+// the gateway, whatever its value; the caller's own keys pass as they are.
+func TestNewCallReservedMeta(t *testing.T) {
+	tests := []struct {
+		name string
+		meta mcp.Meta
+		want mcp.Meta
+	}{
+		{"none", nil, nil},
+		{"caller's keys only", mcp.Meta{"progressToken": 7, "trace": "t"}, mcp.Meta{"progressToken": 7, "trace": "t"}},
+		{"known key with an object value", mcp.Meta{MetaApprovalToken: map[string]any{"x": 1}, "p": 1}, mcp.Meta{"p": 1}},
+		{"unknown reserved key", mcp.Meta{MetaPrefix + "future": "x", "p": 1}, mcp.Meta{"p": 1}},
+		{"the bare prefix", mcp.Meta{MetaPrefix: "x"}, nil},
+		{"served-by from a caller", mcp.Meta{MetaPrefix + "served-by": "other.tool"}, nil},
+		{"a lookalike outside the namespace", mcp.Meta{"switchboard": "x", "switchboardx/y": 1}, mcp.Meta{"switchboard": "x", "switchboardx/y": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := NewCall(CallRequest{Name: "a.b", Meta: tt.meta})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.want, c.Meta); d != "" {
+				t.Errorf("forwarded _meta (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestToolErrorText(t *testing.T) {
+	text := func(s ...string) *mcp.CallToolResult {
+		r := &mcp.CallToolResult{IsError: true}
+		for _, t := range s {
+			r.Content = append(r.Content, &mcp.TextContent{Text: t})
+		}
+		return r
+	}
+	long := strings.Repeat("x", ToolErrorMax+100)
+	tests := []struct {
+		name string
+		res  *mcp.CallToolResult
+		want string
+	}{
+		{"nil result", nil, "the tool reported an error"},
+		{"no content", &mcp.CallToolResult{IsError: true}, "the tool reported an error"},
+		{"no text", &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png"}}}, "the tool reported an error"},
+		{"one block", text("no such file"), "no such file"},
+		{"blocks one per line", text("first", "second"), "first\nsecond"},
+		{"non-text blocks skipped", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"},
+			&mcp.ImageContent{MIMEType: "image/png"}, &mcp.TextContent{Text: "b"}}}, "a\nb"},
+		{"cut at the bound", text(long), long[:ToolErrorMax]},
+		{"exactly the bound", text(long[:ToolErrorMax]), long[:ToolErrorMax]},
+		{"cut in a later block", text(long[:ToolErrorMax-10], "0123456789abc", "never"), long[:ToolErrorMax-10] + "\n012345678"},
+		{"cut inside a rune drops the rune", text(long[:ToolErrorMax-1] + "é"), long[:ToolErrorMax-1]},
+		{"rune ending at the bound kept", text(long[:ToolErrorMax-2] + "é"), long[:ToolErrorMax-2] + "é"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ToolErrorText(tt.res)
+			if got != tt.want {
+				t.Errorf("ToolErrorText = %q (%d bytes), want %q (%d bytes)", got, len(got), tt.want, len(tt.want))
+			}
+			if len(got) > ToolErrorMax || !utf8.ValidString(got) {
+				t.Errorf("ToolErrorText = %d bytes, valid UTF-8 %v: over the bound or broken", len(got), utf8.ValidString(got))
+			}
+		})
+	}
 }

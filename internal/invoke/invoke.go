@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -239,7 +240,7 @@ func (p *Pipeline) Resolve(c Call) (catalog.Tool, error) {
 			return catalog.Tool{}, DefinitionChanged(t)
 		}
 		return catalog.Tool{}, &Error{Code: CodeToolNotFound, Server: c.Server,
-			Message: "unknown tool " + quote(c.Name) + " on server " + quote(c.Server)}
+			Message: "unknown tool " + strconv.Quote(c.Name) + " on server " + strconv.Quote(c.Server)}
 	}
 	if t, ok := snap.Tool(c.Name); ok {
 		return t, nil
@@ -247,7 +248,7 @@ func (p *Pipeline) Resolve(c Call) (catalog.Tool, error) {
 	if t, ok := snap.HeldTool(c.Name); ok {
 		return catalog.Tool{}, DefinitionChanged(t)
 	}
-	return catalog.Tool{}, &Error{Code: CodeToolNotFound, Message: "unknown tool " + quote(c.Name)}
+	return catalog.Tool{}, &Error{Code: CodeToolNotFound, Message: "unknown tool " + strconv.Quote(c.Name)}
 }
 
 // DefinitionChanged is the error of a call to a quarantined tool, the same
@@ -266,7 +267,7 @@ func (p *Pipeline) resolveURI(snap *catalog.Snapshot, scope, uri string) (server
 	}
 	server, original, ok := snap.ResolveURI(uri)
 	if !ok {
-		return "", "", &Error{Code: CodeToolNotFound, Message: "unknown resource " + quote(uri)}
+		return "", "", &Error{Code: CodeToolNotFound, Message: "unknown resource " + strconv.Quote(uri)}
 	}
 	return server, original, nil
 }
@@ -288,7 +289,7 @@ func (p *Pipeline) ReadResource(ctx context.Context, scope string, params *mcp.R
 	fwd.Meta = upstreamMeta(fwd.Meta)
 	res, err := p.up.ReadResource(ctx, server, &fwd)
 	if err != nil {
-		return nil, p.classify(ctx, server, "reading resource "+quote(params.URI), err)
+		return nil, p.classify(ctx, server, "reading resource "+strconv.Quote(params.URI), err)
 	}
 	if scope != "" {
 		return res, nil
@@ -316,7 +317,7 @@ func (p *Pipeline) resolvePrompt(scope, name string) (server, original string, e
 	}
 	pr, ok := p.cat.Snapshot().Prompt(name)
 	if !ok {
-		return "", "", &Error{Code: CodeToolNotFound, Message: "unknown prompt " + quote(name)}
+		return "", "", &Error{Code: CodeToolNotFound, Message: "unknown prompt " + strconv.Quote(name)}
 	}
 	return pr.Server, pr.OriginalName, nil
 }
@@ -337,7 +338,7 @@ func (p *Pipeline) GetPrompt(ctx context.Context, scope string, params *mcp.GetP
 	fwd.Meta = upstreamMeta(fwd.Meta)
 	res, err := p.up.GetPrompt(ctx, server, &fwd)
 	if err != nil {
-		return nil, p.classify(ctx, server, "getting prompt "+quote(params.Name), err)
+		return nil, p.classify(ctx, server, "getting prompt "+strconv.Quote(params.Name), err)
 	}
 	return res, nil
 }
@@ -360,7 +361,7 @@ func (p *Pipeline) Complete(ctx context.Context, scope string, params *mcp.Compl
 	case "ref/resource":
 		server, ref.URI, err = p.resolveURI(p.cat.Snapshot(), scope, ref.URI)
 	default:
-		err = &Error{Code: CodeInvalidArgument, Message: "unknown completion ref type " + quote(ref.Type)}
+		err = &Error{Code: CodeInvalidArgument, Message: "unknown completion ref type " + strconv.Quote(ref.Type)}
 	}
 	if err == nil {
 		err = p.checkServer(ctx, server, "completions")
@@ -410,7 +411,7 @@ func (p *Pipeline) onResource(ctx context.Context, scope, uri, op string, do fun
 	ctx, cancel := context.WithTimeout(ctx, p.timeout())
 	defer cancel()
 	if err := do(ctx, server, original); err != nil {
-		return p.classify(ctx, server, op+" "+quote(uri), err)
+		return p.classify(ctx, server, op+" "+strconv.Quote(uri), err)
 	}
 	return nil
 }
@@ -475,9 +476,4 @@ func (p *Pipeline) classify(ctx context.Context, server, op string, err error) e
 		p.logger.Warn("upstream call failed", "server", server, "error", err)
 		return &Error{Code: CodeUpstream, Server: server, Err: err, Message: op + ": " + err.Error()}
 	}
-}
-
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -222,7 +223,7 @@ func (p *Pipeline) callTool(ctx context.Context, c Call, tool *catalog.Tool, st 
 	}
 	if p.authz != nil && c.Identity.ID == "" {
 		st.decision = authz.Decision{Rule: "unauthenticated", Reason: "no credentials"}
-		return nil, &Error{Code: CodeUnauthenticated, Message: "calling " + quote(tool.Name) + ": no authenticated caller"}
+		return nil, &Error{Code: CodeUnauthenticated, Message: "calling " + strconv.Quote(tool.Name) + ": no authenticated caller"}
 	}
 	if p.limiter != nil {
 		if ok, after := p.limiter.Allow(c.Identity.AgentID); !ok {
@@ -296,7 +297,7 @@ func (p *Pipeline) approve(ctx context.Context, c *Call, t catalog.Tool, st *cal
 	ans, err := p.approver.AskApproval(ctx, ApprovalAsk{Identity: c.Identity, Server: t.Server, Tool: t.OriginalName, Name: t.Name,
 		Arguments: c.Arguments, CorrelationID: c.CorrelationID})
 	if err != nil {
-		return &Error{Code: CodeUpstream, Server: t.Server, Err: err, Message: "requesting an approval for " + quote(t.Name) + ": " + err.Error()}
+		return &Error{Code: CodeUpstream, Server: t.Server, Err: err, Message: "requesting an approval for " + strconv.Quote(t.Name) + ": " + err.Error()}
 	}
 	switch ans.Status {
 	case "approved":
@@ -325,7 +326,7 @@ func (p *Pipeline) approve(ctx context.Context, c *Call, t catalog.Tool, st *cal
 
 func idemConflict(c Call, t catalog.Tool, err error) error {
 	return &Error{Code: CodeIdempotencyConflict, Server: t.Server, Err: err,
-		Message: "idempotency key " + quote(c.IdempotencyKey) + " was already used for a different call"}
+		Message: "idempotency key " + strconv.Quote(c.IdempotencyKey) + " was already used for a different call"}
 }
 
 // authorize asks the Authorizer; no Authorizer means authorization is off
@@ -360,7 +361,7 @@ func (p *Pipeline) decide(ctx context.Context, c Call, t catalog.Tool) (authz.De
 		Token:       c.ApprovalToken,
 	})
 	if err != nil {
-		return d, &Error{Code: CodeUpstream, Server: t.Server, Err: err, Message: "authorizing " + quote(t.Name) + ": " + err.Error()}
+		return d, &Error{Code: CodeUpstream, Server: t.Server, Err: err, Message: "authorizing " + strconv.Quote(t.Name) + ": " + err.Error()}
 	}
 	if !d.Allow {
 		msg := fmt.Sprintf("agent %q may not call %q: %s (rule %s)", c.Identity.AgentID, t.Name, d.Reason, d.Rule)
@@ -443,7 +444,7 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 			return nil, ce // refused before reaching the upstream (breaker, bulkhead)
 		}
 		if ctx.Err() != nil || !upstream.Transient(err) {
-			return nil, p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
+			return nil, p.classify(ctx, tool.Server, "calling tool "+strconv.Quote(tool.Name), err)
 		}
 		if upstream.RequestSent(err) && !safe {
 			return nil, &Error{Code: CodeOutcomeUnknown, Server: tool.Server, Err: err, Attempts: st.attempts,
@@ -452,7 +453,7 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 					tool.Name, upstreamReason(err))}
 		}
 		final := func(why string) error {
-			e := p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err).(*Error)
+			e := p.classify(ctx, tool.Server, "calling tool "+strconv.Quote(tool.Name), err).(*Error)
 			e.exhausted = true
 			e.Attempts = st.attempts
 			if why != "" {
@@ -464,7 +465,7 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 			return nil, final(fmt.Sprintf("after %d attempts", st.attempts))
 		}
 		if budget != nil && !budget.TryRetry() {
-			return nil, final("retry budget of server " + quote(tool.Server) + " exhausted")
+			return nil, final("retry budget of server " + strconv.Quote(tool.Server) + " exhausted")
 		}
 		wait := t.retry.Jitter(t.retry.Delay(attempt - 1))
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
@@ -474,7 +475,7 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, p.classify(ctx, tool.Server, "calling tool "+quote(tool.Name), err)
+			return nil, p.classify(ctx, tool.Server, "calling tool "+strconv.Quote(tool.Name), err)
 		case <-timer.C:
 		}
 	}
@@ -493,7 +494,7 @@ func (p *Pipeline) attemptOnce(ctx context.Context, tool catalog.Tool, params *m
 		endStage(sp, err)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, p.classify(ctx, tool.Server, "waiting for a slot on server "+quote(tool.Server), err)
+				return nil, p.classify(ctx, tool.Server, "waiting for a slot on server "+strconv.Quote(tool.Server), err)
 			}
 			return nil, &Error{Code: CodeServerBusy, Server: tool.Server, Err: err, Attempts: st.attempts,
 				Message: fmt.Sprintf("server %q is busy: its concurrency limit and wait queue are full", tool.Server)}
@@ -673,7 +674,7 @@ func (p *Pipeline) finish(ctx context.Context, c Call, tool catalog.Tool, st *ca
 		a = p.auditInputs(c.Arguments, res.CallToolResult, true)
 		if res.IsError {
 			rec.ErrorCode = "tool_error"
-			rec.Error = toolErrorText(res.CallToolResult)
+			rec.Error = ToolErrorText(res.CallToolResult)
 		}
 	}
 	if p.tracer != nil {
@@ -819,37 +820,6 @@ func marshalResult(r *mcp.CallToolResult) ([]byte, error) {
 // reading the whole result, which for a large one (a file read) would cost
 // more than the call; its summary then says only how large it was.
 const summaryInputMax = 64 << 10
-
-// toolErrorText is the text of an isError result, bounded, for the audit
-// record's error column.
-func toolErrorText(r *mcp.CallToolResult) string { return ToolErrorText(r, summaryMax) }
-
-// ToolErrorText is the text a tool put in its isError result: its text
-// blocks, one per line, cut at max bytes (0: no bound) on a rune boundary;
-// "the tool reported an error" when it has none. Every door reports a tool's
-// error with it: the REST answer and the audit record say the same.
-func ToolErrorText(r *mcp.CallToolResult, max int) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			if b.Len() > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(t.Text)
-		}
-		if max > 0 && b.Len() >= max {
-			break
-		}
-	}
-	s := b.String()
-	if s == "" {
-		return "the tool reported an error"
-	}
-	if max > 0 && len(s) > max {
-		s = s[:max]
-	}
-	return strings.ToValidUTF8(s, "")
-}
 
 // fingerprint identifies a call's content for idempotency: the tool and the
 // digest of its arguments in canonical JSON (authz.ArgsDigest), so that the
