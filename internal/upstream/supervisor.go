@@ -350,6 +350,13 @@ func (s *supervisor) connect(ctx context.Context, timeout time.Duration) attempt
 	sess := newSession(s.ctx)
 	fail := func(what string, err error) attemptResult {
 		s.teardown(sess)
+		if s.lc.runner == "npx" {
+			// Its processes are gone: an install they left half written
+			// would break every later start.
+			if d := repairNpxInstall(s.ctx, s.cfg.Args, childEnv(s.opts.Getenv, s.opts.BaseEnv, s.cfg.EnvPassthrough, s.cfg.Env), s.cfg.Cwd, s.log); d != "" {
+				s.logf.marker("removed the incomplete npx install %s left by this failed start", d)
+			}
+		}
 		reason := what + ": " + sess.redact.Error(err)
 		switch {
 		case errors.Is(ctx.Err(), context.DeadlineExceeded):
