@@ -40,18 +40,18 @@ func TestMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[string]any{
-			"issuer":                                h.issuer,
-			"authorization_endpoint":                h.issuer + PathAuthorize,
-			"token_endpoint":                        h.issuer + PathToken,
-			"registration_endpoint":                 h.issuer + PathRegister,
-			"revocation_endpoint":                   h.issuer + PathRevoke,
-			"jwks_uri":                              h.issuer + PathJWKS,
-			"code_challenge_methods_supported":      []any{"S256"},
-			"response_types_supported":              []any{"code"},
-			"grant_types_supported":                 []any{"authorization_code", "refresh_token"},
-			"client_id_metadata_document_supported": true,
+			"issuer":                                         h.issuer,
+			"authorization_endpoint":                         h.issuer + PathAuthorize,
+			"token_endpoint":                                 h.issuer + PathToken,
+			"registration_endpoint":                          h.issuer + PathRegister,
+			"revocation_endpoint":                            h.issuer + PathRevoke,
+			"jwks_uri":                                       h.issuer + PathJWKS,
+			"code_challenge_methods_supported":               []any{"S256"},
+			"response_types_supported":                       []any{"code"},
+			"grant_types_supported":                          []any{"authorization_code", "refresh_token"},
+			"client_id_metadata_document_supported":          true,
 			"authorization_response_iss_parameter_supported": true,
-			"scopes_supported": []any{"mcp", "mcp:admin"},
+			"scopes_supported":                               []any{"mcp", "mcp:admin"},
 		}
 		for k, v := range want {
 			if diff := cmp.Diff(v, m[k]); diff != "" {

@@ -164,7 +164,9 @@ func newHarness(t *testing.T, ho *harnessOpts) *harness {
 		o := &Options{
 			Clock:  h.clock.Now,
 			Logger: testLogger(h.logs, i),
-			SignIn: func(ctx context.Context, key string) (authz.Identity, error) { return authn.AuthenticateToken(ctx, key) },
+			SignIn: func(ctx context.Context, key string) (authz.Identity, error) {
+				return authn.AuthenticateToken(ctx, key)
+			},
 		}
 		if ho.tls {
 			o.HTTPClient = h.ts.Client()
