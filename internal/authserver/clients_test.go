@@ -190,7 +190,11 @@ func TestRedirectURIRules(t *testing.T) {
 // after the rotation it signs, and the retired key stays published so that
 // its tokens keep working until they expire.
 func TestKeyRotation(t *testing.T) {
-	h := newHarness(t, &harnessOpts{cfg: func(c *Config) { c.KeyRotation = 48 * time.Hour; c.KeyLead = 2 * time.Hour; c.AccessTokenTTL = 4 * time.Hour }})
+	h := newHarness(t, &harnessOpts{cfg: func(c *Config) {
+		c.KeyRotation = 48 * time.Hour
+		c.KeyLead = 2 * time.Hour
+		c.AccessTokenTTL = 4 * time.Hour
+	}})
 	key := h.keys.add(t, "alice", nil)
 	c := h.register(t, nil)
 	kids := func() []string {

@@ -147,7 +147,7 @@ func newHarness(t *testing.T, ho *harnessOpts) *harness {
 	h.issuer = h.ts.URL
 	dbs := ho.dbs
 	if dbs == nil {
-		dbs = []*store.DB{openSQLite(t, filepath.Join(t.TempDir(), "sb.db"))}
+		dbs = []*store.DB{openStore(t, filepath.Join(t.TempDir(), "sb.db"))}
 	}
 	h.db = dbs[0]
 	seal := testKeyring(t)
@@ -226,7 +226,7 @@ func newHarness(t *testing.T, ho *harnessOpts) *harness {
 
 func (h *harness) srv() *Server { return h.replicas[0].srv }
 
-func openSQLite(t testing.TB, path string) *store.DB {
+func openStore(t testing.TB, path string) *store.DB {
 	t.Helper()
 	db, err := store.Open(context.Background(), path, nil)
 	if err != nil {
