@@ -171,6 +171,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	docFetch map[string]*docCall // in-flight metadata document fetches
+
+	listening     chan struct{} // closed once Run listens for revocations
+	listeningOnce sync.Once
 }
 
 // New validates cfg and returns a server on db. seal seals the signing
@@ -210,6 +213,7 @@ func New(db *store.DB, seal *secrets.Keyring, cfg Config, opts *Options) (*Serve
 	s := &Server{
 		db: db, seal: seal, cfg: cfg, log: o.Logger, clock: o.Clock, httpc: o.HTTPClient, signIn: o.SignIn,
 		origin: origin, secure: origin.Scheme == "https", docFetch: map[string]*docCall{},
+		listening: make(chan struct{}),
 	}
 	s.keys = &keyCache{s: s}
 	s.grants = &grantCache{entries: map[string]grantEntry{}}
@@ -332,6 +336,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("authserver: listening for revoked grants: %w", err)
 	}
+	s.listeningOnce.Do(func() { close(s.listening) })
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	s.maintain(ctx)

@@ -216,6 +216,14 @@ func newHarness(t *testing.T, ho *harnessOpts) *harness {
 		})
 		h.replicas = append(h.replicas, &replica{srv: srv, authn: authn, mux: mux})
 	}
+	// Revocations reach a replica only once it listens for them.
+	for _, r := range h.replicas {
+		select {
+		case <-r.srv.listening:
+		case <-time.After(30 * time.Second):
+			t.Fatal("a replica did not start listening for revocations")
+		}
+	}
 	// Round robin: each request of a flow goes to the next replica.
 	sw.set(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := h.next.Add(1) % int64(len(h.replicas))
