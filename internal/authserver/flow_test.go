@@ -1,12 +1,16 @@
 package authserver
 
 import (
+	"bytes"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -573,3 +577,54 @@ func TestAdmin(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// TestNoSecretsInStore: after registrations, flows, refreshes and a key
+// made, the SQLite files hold none of the secrets in clear: client
+// secrets, codes, refresh tokens, access tokens, the signing key.
+func TestNoSecretsInStore(t *testing.T) {
+	h := newHarness(t, nil)
+	key := h.keys.add(t, "alice", nil)
+	c := h.register(t, map[string]any{"token_endpoint_auth_method": "client_secret_post"})
+	verifier, challenge := pkce()
+	back := h.browser(t).approve(t, h.authorizeURL(c, challenge, nil), key, "approve")
+	code := back.Query().Get("code")
+	tk := decodeTokens(t, h.token(t, url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {verifier},
+		"client_id": {c.ID}, "client_secret": {c.Secret}}, nil))
+	tk2 := decodeTokens(t, h.token(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tk.RefreshToken},
+		"client_id": {c.ID}, "client_secret": {c.Secret}}, nil))
+	k, err := h.srv().keys.signer(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{
+		"client secret": c.Secret, "code": code, "refresh token": tk.RefreshToken, "rotated refresh token": tk2.RefreshToken,
+		"access token": tk.AccessToken, "API key": key, "signing key": base64.StdEncoding.EncodeToString(der),
+		"PKCE verifier": verifier,
+	}
+	var files []byte
+	for _, suffix := range []string{"", "-wal"} {
+		b, err := os.ReadFile(h.dbPath + suffix)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		files = append(files, b...)
+	}
+	// The files read are the ones written: the hashes are there.
+	for what, s := range map[string]string{"code": code, "refresh token": tk.RefreshToken, "client secret": c.Secret} {
+		if !bytes.Contains(files, []byte(hash(s))) {
+			t.Fatalf("the store files do not hold the %s's hash: the check reads the wrong files", what)
+		}
+	}
+	for what, s := range secrets {
+		if bytes.Contains(files, []byte(s)) {
+			t.Errorf("the %s is in the store in clear", what)
+		}
+		if strings.Contains(h.logs.String(), s) {
+			t.Errorf("the %s is in the log", what)
+		}
+	}
+}

@@ -118,6 +118,7 @@ type harness struct {
 	clock    *clock
 	keys     *keyStore
 	db       *store.DB // the first replica's
+	dbPath   string    // the SQLite file, when the harness made it
 	replicas []*replica
 	next     atomic.Int64
 	logs     *syncBuffer
@@ -147,7 +148,8 @@ func newHarness(t *testing.T, ho *harnessOpts) *harness {
 	h.issuer = h.ts.URL
 	dbs := ho.dbs
 	if dbs == nil {
-		dbs = []*store.DB{openStore(t, filepath.Join(t.TempDir(), "sb.db"))}
+		h.dbPath = filepath.Join(t.TempDir(), "sb.db")
+		dbs = []*store.DB{openStore(t, h.dbPath)}
 	}
 	h.db = dbs[0]
 	seal := testKeyring(t)
