@@ -1,6 +1,7 @@
 package authserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/secrets"
 )
 
 // TestRegistration: RFC 7591 registration, and the error of §3.2.2 for
@@ -298,4 +300,33 @@ func FuzzParseRegistration(f *testing.F) {
 			t.Fatalf("defaults not filled: %+v", m)
 		}
 	})
+}
+
+// TestKeySealedElsewhere: a replica whose secret key cannot open the
+// active signing key refuses to sign rather than make a key of its own,
+// which the other replicas could not open in turn.
+func TestKeySealedElsewhere(t *testing.T) {
+	h := newHarness(t, nil)
+	if _, err := h.srv().KeySet(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	other, err := secrets.NewKeyring(bytes.Repeat([]byte{9}, secrets.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := New(h.db, other, Config{Issuer: h.issuer}, &Options{Clock: h.clock.Now,
+		SignIn: func(context.Context, string) (authz.Identity, error) { return authz.Identity{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.keys.signer(t.Context()); err == nil || !strings.Contains(err.Error(), "SWITCHBOARD_SECRET_KEY") {
+		t.Errorf("signer with the wrong secret key: %v", err)
+	}
+	if keys, _ := h.db.OAuthSigningKeys(t.Context()); len(keys) != 1 {
+		t.Errorf("%d keys in the store, want the one", len(keys))
+	}
+	// It still publishes the key, so it verifies the others' tokens.
+	if doc, err := s2.KeySet(t.Context()); err != nil || !strings.Contains(string(doc), `"kty":"EC"`) {
+		t.Errorf("KeySet = %s, %v", doc, err)
+	}
 }

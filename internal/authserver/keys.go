@@ -116,6 +116,17 @@ func active(keys []signingKey, now time.Time) (signingKey, bool) {
 	return best, found
 }
 
+// sealedElsewhere reports whether a key that should sign at now could not
+// be opened here.
+func sealedElsewhere(keys []signingKey, now time.Time) bool {
+	for _, k := range keys {
+		if k.priv == nil && !now.Before(k.row.ActiveFrom) && now.Before(k.row.RetireAt) {
+			return true
+		}
+	}
+	return false
+}
+
 // signer returns the key to sign with now, first creating one when none is
 // active, and the successor of the active key when it retires within
 // KeyLead: the successor is published from the moment it is stored, so
@@ -133,6 +144,10 @@ func (c *keyCache) signer(ctx context.Context) (signingKey, error) {
 			maxGen = max(maxGen, k.row.Generation)
 		}
 		switch {
+		case !ok && sealedElsewhere(keys, now):
+			// Making a new key would make the other replicas do the same in
+			// turn, each unable to use the other's.
+			return signingKey{}, errors.New("the active signing key is sealed with a secret key this replica lacks: replicas must share SWITCHBOARD_SECRET_KEY")
 		case !ok:
 			err = c.create(ctx, maxGen+1, now)
 		case cur.row.Generation == maxGen && cur.row.RetireAt.Sub(now) <= c.s.cfg.KeyLead:
