@@ -67,8 +67,9 @@ const minSecretLen = 32
 // dropped first and then arbitrary ones.
 const maxCacheEntries = 4096
 
-// JWTConfig configures JWT verification. Exactly one of Secret and JWKSURL
-// is set: a shared HS256 secret, or an identity provider's published keys.
+// JWTConfig configures JWT verification. Exactly one of Secret, JWKSURL and
+// KeySet is set: a shared HS256 secret, an identity provider's published
+// keys, or the built-in authorization server's keys in process.
 type JWTConfig struct {
 	Secret   string        // HS256 shared secret (value, not env name), at least 32 bytes; or
 	JWKSURL  string        // RS256/RS384/RS512/ES256/ES384/PS256 keys fetched from a JWKS URL
@@ -85,6 +86,12 @@ type JWTConfig struct {
 
 	HTTPClient  *http.Client  // for JWKS; nil = 10s timeout
 	JWKSRefresh time.Duration // 0 = 1h; an unknown kid also refetches, at most once per 30s
+
+	// KeySet, instead of JWKSURL, returns the JWKS document in process: the
+	// built-in authorization server's keys, which the gateway would
+	// otherwise fetch from itself through whatever proxy, name and
+	// certificate its clients use. It is called as a fetch would be.
+	KeySet func(ctx context.Context) ([]byte, error)
 }
 
 // Config is the auth section of the gateway configuration.
@@ -233,9 +240,10 @@ func New(cfg Config, keys KeyStore, opts *Options) (*Authenticator, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	if jc := v.cfg; jc.JWKSURL != "" {
+	if jc := v.cfg; jc.JWKSURL != "" || jc.KeySet != nil {
 		v.jwks = &jwksCache{
 			url:    jc.JWKSURL,
+			source: jc.KeySet,
 			client: jc.HTTPClient,
 			log:    a.log,
 			clock:  a.clock,
@@ -250,10 +258,12 @@ func New(cfg Config, keys KeyStore, opts *Options) (*Authenticator, error) {
 // validateJWT checks jc and fills its defaults in place.
 func validateJWT(jc *JWTConfig) error {
 	switch {
-	case jc.Secret == "" && jc.JWKSURL == "":
+	case jc.Secret == "" && jc.JWKSURL == "" && jc.KeySet == nil:
 		return errors.New("identity config: JWT needs Secret or JWKSURL")
 	case jc.Secret != "" && jc.JWKSURL != "":
 		return errors.New("identity config: JWT.Secret and JWT.JWKSURL are both set; choose one")
+	case jc.KeySet != nil && (jc.Secret != "" || jc.JWKSURL != ""):
+		return errors.New("identity config: JWT.KeySet excludes Secret and JWKSURL")
 	case jc.Secret != "" && len(jc.Secret) < minSecretLen:
 		return fmt.Errorf("identity config: JWT.Secret is shorter than %d bytes", minSecretLen)
 	}

@@ -58,6 +58,12 @@ type OAuthConfig struct {
 	Scopes []string
 	// ScopeRoles gives a token granted a scope (the key) a role (the value).
 	ScopeRoles map[string]string
+	// Check, when set, is asked about every token that passed the other
+	// checks, with its claims: the built-in authorization server refuses
+	// there the tokens of a grant it revoked. It returns nil to accept, an
+	// *Error to refuse (401 with its reason), or an error wrapping
+	// ErrUnavailable when it cannot tell.
+	Check func(ctx context.Context, claims map[string]any) error
 }
 
 // IntrospectionConfig is an RFC 7662 token introspection endpoint.
@@ -77,6 +83,7 @@ type oauthVerifier struct {
 	intro      *introspector
 	scopes     []string
 	scopeRoles map[string]string
+	check      func(ctx context.Context, claims map[string]any) error
 	clock      func() time.Time
 	leeway     time.Duration
 }
@@ -95,10 +102,10 @@ func validateOAuth(oc *OAuthConfig) error {
 		return errors.New("identity config: OAuth.Token.Issuer is required")
 	case tc.Secret != "" || tc.Audience != "":
 		return errors.New("identity config: OAuth.Token takes no Secret or Audience (the audience is the resource)")
-	case tc.JWKSURL == "" && oc.Introspection == nil:
+	case tc.JWKSURL == "" && tc.KeySet == nil && oc.Introspection == nil:
 		return errors.New("identity config: OAuth needs Token.JWKSURL or Introspection")
 	}
-	if tc.JWKSURL != "" {
+	if tc.JWKSURL != "" || tc.KeySet != nil {
 		if err := validateJWT(tc); err != nil {
 			return err
 		}
@@ -147,6 +154,7 @@ func newOAuthVerifier(oc OAuthConfig, clock func() time.Time) *oauthVerifier {
 		jwt:        newJWTVerifier(oc.Token, clock),
 		scopes:     oc.Scopes,
 		scopeRoles: oc.ScopeRoles,
+		check:      oc.Check,
 		clock:      clock,
 		leeway:     oc.Token.Leeway,
 	}
@@ -255,6 +263,15 @@ func (v *oauthVerifier) verify(ctx context.Context, token string, t target) (aut
 	for _, s := range granted {
 		if role, ok := v.scopeRoles[s]; ok && !slices.Contains(id.Roles, role) {
 			id.Roles = append(id.Roles, role)
+		}
+	}
+	if v.check != nil {
+		if err := v.check(ctx, claims); err != nil {
+			var ae *Error
+			if errors.As(err, &ae) || errors.Is(err, ErrUnavailable) {
+				return authz.Identity{}, err
+			}
+			return authz.Identity{}, fmt.Errorf("%w: check token: %w", ErrUnavailable, err)
 		}
 	}
 	return id, nil

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
@@ -352,5 +353,77 @@ func TestOAuthConfigErrors(t *testing.T) {
 	is.opaque(jwtTok, accessClaims(time.Now(), testResource, nil))
 	if _, err := a.Authenticate(request("/mcp", jwtTok)); err != nil {
 		t.Fatalf("introspection-only: a JWT-shaped token the issuer vouches for: %v", err)
+	}
+}
+
+// TestOAuthKeySetAndCheck: with KeySet the keys come from the function, not
+// over HTTP, and an unknown kid asks it again; Check refuses a token that
+// passed every other check (a revoked grant), and a failing Check is 503,
+// not 401.
+func TestOAuthKeySetAndCheck(t *testing.T) {
+	clk := newClock()
+	k1, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	published := []any{rsaJWK("k1", &k1.PublicKey)}
+	var calls atomic.Int32
+	keySet := func(context.Context) ([]byte, error) {
+		calls.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		return json.Marshal(map[string]any{"keys": published})
+	}
+	check := func(_ context.Context, c map[string]any) error {
+		switch c["grant_id"] {
+		case "revoked":
+			return &Error{Code: CodeInvalid, Reason: "token's grant was revoked"}
+		case "broken":
+			return errors.New("store down")
+		}
+		return nil
+	}
+	cfg := Config{Mode: ModeOAuth, OAuth: &OAuthConfig{
+		Resource: testResource,
+		Token:    JWTConfig{Issuer: testIssuer, KeySet: keySet},
+		Check:    check,
+	}}
+	a := mustNew(t, cfg, newStore(), &Options{Clock: clk.Now})
+	tok := func(key *rsa.PrivateKey, kid, grant string) string {
+		return sign(t, jwt.SigningMethodRS256, key, kid, accessClaims(t0, testResource+"/mcp", func(c jwt.MapClaims) { c["grant_id"] = grant }))
+	}
+	if _, err := a.Authenticate(request("/mcp", tok(k1, "k1", "g1"))); err != nil {
+		t.Fatalf("token signed by the key set: %v", err)
+	}
+	if _, err := a.Authenticate(request("/mcp", tok(k1, "k1", "revoked"))); codeOf(err) != CodeInvalid || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("revoked grant: %v, want invalid_credentials naming the revocation", err)
+	}
+	if _, err := a.Authenticate(request("/mcp", tok(k1, "k1", "broken"))); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("failing check: %v, want ErrUnavailable", err)
+	}
+	// A key published later is found by asking the set again.
+	mu.Lock()
+	published = append(published, rsaJWK("k2", &k2.PublicKey))
+	mu.Unlock()
+	clk.Advance(time.Minute)
+	before := calls.Load()
+	if _, err := a.Authenticate(request("/mcp", tok(k2, "k2", "g1"))); err != nil {
+		t.Fatalf("token signed by a newly published key: %v", err)
+	}
+	if calls.Load() == before {
+		t.Error("the key set was not asked again for an unknown kid")
+	}
+	for name, jc := range map[string]JWTConfig{
+		"KeySet and JWKSURL": {Issuer: testIssuer, KeySet: keySet, JWKSURL: "https://idp.example/jwks"},
+		"KeySet and Secret":  {Issuer: testIssuer, KeySet: keySet, Secret: strings.Repeat("s", 32)},
+	} {
+		if _, err := New(Config{Mode: ModeJWT, JWT: &jc}, newStore(), nil); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
 	}
 }

@@ -65,6 +65,10 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"AccessOverrides", testAccessOverrides},
 		{"Escalations", testEscalations},
 		{"Approvals", testApprovals},
+		{"OAuthClients", testOAuthClients},
+		{"OAuthRequests", testOAuthRequests},
+		{"OAuthCodesAndTokens", testOAuthCodesAndTokens},
+		{"OAuthSigningKeys", testOAuthSigningKeys},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
