@@ -782,6 +782,9 @@ func (r *Registry) Get(ctx context.Context, idOrName string) (api.Server, error)
 }
 
 func (r *Registry) Register(ctx context.Context, def *config.Server, autoConnect bool) (api.Server, error) {
+	if err := def.NormalizeCommand(); err != nil {
+		return api.Server{}, err
+	}
 	if err := config.ValidateServer(def); err != nil {
 		return api.Server{}, err
 	}

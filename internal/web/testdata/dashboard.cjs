@@ -209,6 +209,20 @@ async function main() {
     await page.locator('#server-form .msg.error').waitFor();
     await page.screenshot({ path: path.join(artifacts, 'add-server-error.png') });
 
+    step("an invalid command shows the API's error inline, on the command");
+    // A shell pipeline: the gateway runs programs without a shell, so the
+    // API refuses it rather than start something that cannot work.
+    await page.getByLabel('Command').fill('npx -y @modelcontextprotocol/server-memory | tee /tmp/log');
+    await page.getByRole('button', { name: 'Add server' }).click();
+    const commandInput = page.getByLabel('Command');
+    await page.waitForFunction(() => document.querySelector('#server-form .field-error') &&
+      /shell/.test(document.querySelector('#server-form').textContent));
+    check(await commandInput.getAttribute('aria-invalid') === 'true', 'the command field is marked invalid');
+    const formText = await page.locator('#server-form').textContent();
+    check(/needs a shell/.test(formText), `the API's message is shown, got: ${formText}`);
+    check((await fetch(origin + '/api/v1/aggregator/servers/broken', { headers: { Authorization: 'Bearer ' + adminKey } })).status === 404, 'nothing was registered');
+    await page.screenshot({ path: path.join(artifacts, 'add-server-bad-command.png') });
+
     step('an API key is created (shown once) and revoked');
     await page.getByRole('link', { name: 'API keys' }).click();
     await page.getByLabel('Agent ID').fill('ui-made');
