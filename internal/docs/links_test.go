@@ -1,6 +1,8 @@
 // Package docs holds only tests: it checks that the README and the pages
 // under docs/ link to files and headings that exist, since the README's
-// reference material was split into docs/ and moved text keeps its links.
+// reference material was split into docs/ and moved text keeps its links;
+// and that docs/architecture.md's package table lists every package, in
+// an order where imports point down (architecture_test.go).
 package docs
 
 import (
