@@ -152,3 +152,12 @@ func toSet(words string) map[string]bool {
 	}
 	return m
 }
+
+// rejectStems name what tools do that no skill of a taxonomy covers: local
+// processes and shells, the MCP protocol's own features shown off by demo
+// servers, feedback to a vendor and the server's own accounts. A tool that
+// says them is pushed towards no primary skill (they count in U), unless the
+// taxonomy has a skill that uses the word.
+var rejectStems = stemSet(`process processes terminal shell pid repl kill terminate spawn stdin stdout
+resource resources roots elicitation annotation annotations subscription subscriber progress demonstrate demonstrates simulate simulated
+toggle feedback rating account accounts login logout onboarding`)
