@@ -411,6 +411,9 @@ func (a *App) Close(ctx context.Context) {
 		a.cancel()
 		_ = a.group.Wait() // the loops return nil; they stop with the cancel above
 	}
+	if a.search != nil {
+		a.search.Close()
+	}
 	if a.front != nil {
 		a.front.Close()
 	}

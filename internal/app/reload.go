@@ -27,8 +27,8 @@ import (
 // timeout and retry settings. Everything else needs a restart — listeners,
 // TLS, the store, authentication, the front, search and skills, and the
 // settings the components are built with; a reload that changes them says
-// which, by name, and leaves them as they were (docs/configuration.md,
-// "Reloading").
+// which, by name, and leaves them as they were (docs/cli.md, "Running the
+// gateway").
 func (a *App) Reload(ctx context.Context) error {
 	if a.file == "" {
 		return fmt.Errorf("reload: the gateway runs on the built-in config; there is no file to reload")

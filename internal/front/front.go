@@ -294,10 +294,15 @@ func (f *Front) Scope() string { return f.scope }
 func (f *Front) Close() {
 	f.mrtr.close()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.unsubscribe != nil {
 		f.unsubscribe()
 		f.unsubscribe = nil
+	}
+	f.mu.Unlock()
+	// End the live client sessions: their SDK goroutines would otherwise
+	// wait for a DELETE or the idle timeout.
+	for ss := range f.server.Sessions() {
+		_ = ss.Close()
 	}
 }
 

@@ -544,7 +544,7 @@ func (r *Registry) syncOverrides(ctx context.Context) error {
 // addConfigServer persists and registers a server of the config file and
 // reports whether it starts automatically.
 func (r *Registry) addConfigServer(ctx context.Context, def *config.Server, settings config.Settings) (bool, error) {
-	rec, err := r.configRecord(ctx, def, settings)
+	rec, err := r.configRecord(ctx, r.db, def, settings)
 	if err != nil {
 		return false, err
 	}
@@ -557,17 +557,17 @@ func (r *Registry) addConfigServer(ctx context.Context, def *config.Server, sett
 
 // configRecord stores a config file server's row (created or updated; its
 // id stays) and returns its record, with its default_access override.
-func (r *Registry) configRecord(ctx context.Context, def *config.Server, settings config.Settings) (*record, error) {
+func (r *Registry) configRecord(ctx context.Context, db *store.DB, def *config.Server, settings config.Settings) (*record, error) {
 	auto := def.AutoStartOr(settings.AutoStartDefault)
 	row := &store.Server{Name: def.Name, Source: SourceConfig, Transport: def.Transport, Description: def.Description}
 	// Config servers are defined by the file; the store keeps a redacted
 	// copy for history and ids only.
 	row.Config, _ = json.Marshal(storedDef{Server: def.Redacted(), AutoConnect: auto})
-	if err := r.db.UpsertServer(ctx, row); err != nil {
+	if err := db.UpsertServer(ctx, row); err != nil {
 		return nil, fmt.Errorf("storing server %q: %w", def.Name, err)
 	}
 	rec := &record{id: row.ID, source: SourceConfig, def: def, autoConnect: auto, registeredAt: row.CreatedAt}
-	switch o, err := r.db.AccessOverride(ctx, row.ID); {
+	switch o, err := db.AccessOverride(ctx, row.ID); {
 	case err == nil:
 		rec.override = &o
 		if o.DefaultAccess != def.DefaultAccess {

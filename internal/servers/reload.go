@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -86,13 +87,20 @@ func (r *Registry) Reload(ctx context.Context, cfg *config.Config) (Report, erro
 	if err := r.stageAll(ctx, stage); err != nil {
 		return Report{}, err
 	}
-	for _, sg := range stage {
-		rec, err := r.configRecord(ctx, sg.def, cfg.Settings)
-		if err != nil {
-			discardAll(stage)
-			return Report{}, err
+	// Their store rows, all or none.
+	err := r.db.Transact(ctx, func(tx *store.DB) error {
+		for _, sg := range stage {
+			rec, err := r.configRecord(ctx, tx, sg.def, cfg.Settings)
+			if err != nil {
+				return err
+			}
+			sg.rec = rec
 		}
-		sg.rec = rec
+		return nil
+	})
+	if err != nil {
+		discardAll(stage)
+		return Report{}, &ReloadError{Err: err}
 	}
 
 	// Swap.

@@ -149,6 +149,13 @@ func New(cat *catalog.Catalog, opts *Options) (*Service, error) {
 	return d, nil
 }
 
+// Close stops the index (and its embedding worker, if any) when Run never
+// ran or has not returned. Idempotent.
+func (d *Service) Close() {
+	d.index.Close()
+	d.indexed.Store(^uint64(0)) // release waiters
+}
+
 // Run follows the catalog until ctx is done, then stops the index.
 func (d *Service) Run(ctx context.Context) error {
 	unsub := d.cat.Subscribe(func(_, next *catalog.Snapshot) {
