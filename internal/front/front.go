@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -163,7 +164,11 @@ const ErrorMetaKey = invoke.MetaPrefix + "error"
 // Front serves the catalog (or one server of it) as one MCP server. Create
 // it with [New], stop following the catalog with [Front.Close].
 type Front struct {
-	cat      *catalog.Catalog
+	cat *catalog.Catalog
+	// synced is the catalog snapshot whose tools are registered with the
+	// SDK (syncLocked stores it when it is done): calls are routed by it,
+	// not by the catalog's newest, which the SDK may not know yet.
+	synced   atomic.Pointer[catalog.Snapshot]
 	logger   *slog.Logger
 	server   *mcp.Server
 	scope    string // Options.Server
@@ -402,6 +407,7 @@ func (f *Front) inScope(server string) bool { return f.scope == "" || f.scope ==
 // Called with f.mu held (the catalog calls its subscribers one change at a
 // time).
 func (f *Front) syncLocked(snap *catalog.Snapshot) {
+	defer f.synced.Store(snap)
 	want := map[string]*mcp.Tool{}
 	shadowed := map[string]bool{}
 	defer func() { f.shadowed = shadowed }()
@@ -545,7 +551,10 @@ func guard(fn func()) (err error) {
 
 // lookup resolves a tool name as this front names tools.
 func (f *Front) lookup(name string) (catalog.Tool, bool) {
-	snap := f.cat.Snapshot()
+	snap := f.synced.Load()
+	if snap == nil {
+		snap = f.cat.Snapshot()
+	}
 	if f.scope != "" {
 		return snap.ToolByOriginal(f.scope, name)
 	}
@@ -606,9 +615,9 @@ func (f *Front) routeMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok || ctr.Params == nil || f.isMeta(ctr.Params.Name) {
 			return next(ctx, method, req)
 		}
-		// The catalog calls syncLocked before a new snapshot is visible to
-		// anyone else, so an available tool under its served name is
-		// registered with the SDK: let the SDK dispatch it.
+		// lookup reads the snapshot syncLocked last registered with the
+		// SDK, so an available tool under its served name is one the SDK
+		// knows: let it dispatch it.
 		t, known := f.lookup(ctr.Params.Name)
 		if !known && !f.held(ctr.Params.Name) {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
