@@ -15,6 +15,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("POST /api/v1/aggregator/servers", h.admin(h.registerServer))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}", h.authed(h.getServer))
 	mux.Handle("DELETE /api/v1/aggregator/servers/{id}", h.admin(h.removeServer))
+	mux.Handle("PUT /api/v1/aggregator/servers/{id}", h.admin(h.updateServer))
 	mux.Handle("PATCH /api/v1/aggregator/servers/{id}", h.admin(h.patchServer))
 	mux.Handle("DELETE /api/v1/aggregator/servers/{id}/default_access", h.admin(h.resetDefaultAccess))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.admin(h.connectServer))

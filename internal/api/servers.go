@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -98,6 +99,34 @@ func (h *handler) registerServer(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusCreated, s)
+	return nil
+}
+
+// ServerUpdater replaces the definition of a runtime-registered server
+// (PUT); a Servers without it answers 405.
+type ServerUpdater interface {
+	Update(ctx context.Context, idOrName string, def *config.Server, autoConnect bool) (Server, error)
+}
+
+// updateServer replaces a runtime server's definition: the body is a
+// registration's (name optional; it cannot change here). Values shown as
+// "***" keep what they were.
+func (h *handler) updateServer(w http.ResponseWriter, r *http.Request) error {
+	up, ok := h.defs.(ServerUpdater)
+	if !ok {
+		return &Error{Status: http.StatusMethodNotAllowed, Code: CodeBadRequest, Message: "this gateway cannot update server definitions"}
+	}
+	var req registerRequest
+	if err := h.decode(w, r, &req); err != nil {
+		return err
+	}
+	def := serverDef(req)
+	id := r.PathValue("id")
+	s, err := up.Update(r.Context(), id, def, *def.AutoStart)
+	if err := h.op(r.Context(), "server.update", id, "transport "+def.Transport, err); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s)
 	return nil
 }
 

@@ -22,3 +22,8 @@ func (s *Server) NormalizeCommand() error {
 	s.Command, s.Args = words[0], words[1:]
 	return nil
 }
+
+// RedactedValue is what a view of a definition shows in place of a secret
+// value ([Server.Redacted]). A definition sent back for an update with a
+// value equal to it keeps the value it had.
+const RedactedValue = redactedValue
