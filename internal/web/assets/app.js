@@ -91,6 +91,10 @@ function setAdmin(admin) {
 const routes = [
   [/^\/overview$/, adminOnly('Overview', overviewPage), 'overview'],
   [/^\/servers\/new$/, adminOnly('Add a server', (m, seq) => serverFormPage(seq)), 'servers'],
+  [/^\/servers\/(.+)\/edit$/, adminOnly('Edit a server', async (m, seq) => {
+    const s = await api('GET', `/api/v1/aggregator/servers/${enc(decodeURIComponent(m[1]))}`);
+    if (current(seq)) serverFormPage(seq, s);
+  }), 'servers'],
   [/^\/keys$/, adminOnly('API keys', keysPage), 'keys'],
   [/^\/servers\/(.+)$/, (m, seq) => serverPage(decodeURIComponent(m[1]), seq), 'servers'],
   [/^\/servers$/, (m, seq) => serversPage(m, seq), 'servers'],
@@ -561,11 +565,17 @@ function field(id, label, attrs = {}, hint) {
 
 /**
  * serverFormPage registers a runtime server (POST
- * /api/v1/aggregator/servers). Env values and headers may be ${VAR}
- * references, resolved by the gateway, so no secret needs to be typed in
- * clear; literal values are sealed by the gateway when it has a key.
+ * /api/v1/aggregator/servers) or, given one (existing), replaces its
+ * definition (PUT: the gateway starts the new definition before it swaps it
+ * in, and keeps the old one if it does not start). Env values and headers
+ * may be ${VAR} references, resolved by the gateway, so no secret needs to
+ * be typed in clear; literal values are sealed by the gateway when it has a
+ * key. Editing shows every value as ***, which the gateway reads as "keep
+ * the value it had".
  */
-function serverFormPage(seq) {
+function serverFormPage(seq, existing) {
+  const cc0 = (existing && existing.connection_config) || {};
+  const lines = (m) => Object.entries(m || {}).map(([k, v]) => `${k}=${v}`).join('\n');
   const box = el('div', { 'aria-live': 'polite' });
   const transport = el('select', { id: 'srv-transport', 'data-field': 'transport' },
     [['stdio', 'stdio (a local command)'], ['http', 'Streamable HTTP'], ['sse', 'SSE']].map(([v, l]) => el('option', { value: v }, l)));
@@ -583,7 +593,8 @@ function serverFormPage(seq) {
   });
   const form = el('form', { class: 'panel', id: 'server-form', 'aria-labelledby': 'h-srv', novalidate: true },
     el('h2', { id: 'h-srv' }, 'Definition'),
-    field('srv-name', 'Name', { required: true, 'data-field': 'name', placeholder: 'memory' }),
+    field('srv-name', 'Name', { required: true, 'data-field': 'name', placeholder: 'memory', readonly: existing ? true : null },
+      existing ? 'Rename the server from its page.' : null),
     field('srv-description', 'Description (optional)', { 'data-field': 'description' }),
     el('div', { class: 'field' }, el('label', { for: 'srv-transport' }, 'Transport'), transport),
     stdioBox, httpBox,
@@ -591,9 +602,26 @@ function serverFormPage(seq) {
     el('div', { class: 'field' }, el('label', { for: 'srv-access' }, 'Default access'),
       el('select', { id: 'srv-access', 'data-field': 'default_access' }, el('option', { value: '' }, '(gateway default)'),
         el('option', { value: 'allow' }, 'allow'), el('option', { value: 'deny' }, 'deny'))),
-    el('div', { class: 'field inline' }, el('input', { type: 'checkbox', id: 'srv-connect', checked: true }), el('label', { for: 'srv-connect' }, 'Connect now')),
+    el('div', { class: 'field inline' }, el('input', { type: 'checkbox', id: 'srv-connect', checked: existing ? existing.auto_connect : true }),
+      el('label', { for: 'srv-connect' }, existing ? 'Connect at start' : 'Connect now')),
     box,
-    el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Add server'), el('a', { href: '#/servers', class: 'muted' }, 'Cancel')));
+    el('div', { class: 'actions' }, el('button', { type: 'submit' }, existing ? 'Save definition' : 'Add server'),
+      el('a', { href: existing ? `#/servers/${enc(existing.name)}` : '#/servers', class: 'muted' }, 'Cancel')));
+  if (existing) {
+    const set = (id, v) => { form.querySelector('#' + id).value = v || ''; };
+    set('srv-name', existing.name);
+    set('srv-description', existing.description);
+    transport.value = (existing.transport_type || 'STDIO').toLowerCase();
+    transport.dispatchEvent(new Event('change'));
+    set('srv-command', cc0.command);
+    set('srv-args', (cc0.args || []).join('\n'));
+    set('srv-env', lines(cc0.env));
+    set('srv-cwd', cc0.cwd);
+    set('srv-url', cc0.url);
+    set('srv-headers', lines(cc0.headers));
+    set('srv-health', existing.health_check_url);
+    set('srv-access', existing.default_access_source === 'api' ? existing.default_access : '');
+  }
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     const v = (id) => form.querySelector('#' + id).value.trim();
@@ -617,11 +645,13 @@ function serverFormPage(seq) {
     }
     const button = form.querySelector('button[type=submit]');
     button.disabled = true;
-    put(box, message('Adding…', 'info'));
+    put(box, message(existing ? 'Starting the new definition…' : 'Adding…', 'info'));
     try {
-      const s = await api('POST', '/api/v1/aggregator/servers', req);
+      const s = existing
+        ? await api('PUT', `/api/v1/aggregator/servers/${enc(existing.name)}`, req)
+        : await api('POST', '/api/v1/aggregator/servers', req);
       if (!current(seq)) return;
-      announce(`Added ${s.name}.`);
+      announce(existing ? `Saved ${s.name}.` : `Added ${s.name}.`);
       location.hash = `#/servers/${enc(s.name)}`;
     } catch (err) {
       noteForbidden(err);
@@ -630,6 +660,11 @@ function serverFormPage(seq) {
       button.disabled = false;
     }
   });
+  if (existing) {
+    page(`Edit ${existing.name}`, el('p', { class: 'muted' },
+      'The new definition is started next to the running one and swapped in once it runs; if it does not start, the server keeps its current definition. Values shown as *** keep what they were.'), form);
+    return;
+  }
   page('Add a server', el('p', { class: 'muted' }, 'A server added here is stored by the gateway and survives restarts; the config file is left alone.'), form);
 }
 
@@ -648,6 +683,7 @@ function serverEditPanel(s, path) {
         ['allow', 'deny'].map((a) => el('option', { value: a, selected: a === (s.default_access || 'allow') }, a)))),
     box,
     el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Save'),
+      runtime ? el('a', { href: `#/servers/${enc(s.name)}/edit`, id: 'edit-definition' }, 'Edit definition') : null,
       runtime ? el('button', { type: 'button', class: 'danger', id: 'remove-server', onclick: async () => {
         if (!confirm(`Remove ${s.name}? Its process stops and its tools leave the catalog.`)) return;
         try {

@@ -187,6 +187,28 @@ async function main() {
     const added = await rest('GET', '/api/v1/aggregator/servers/added');
     check(added.source === 'api' && added.tool_count > 0, `the added server is a runtime server with tools, got ${added.source}, ${added.tool_count}`);
 
+    step("edit the added server's definition: started before it is swapped in");
+    const pidBefore = added.pid;
+    await page.locator('#edit-definition').click();
+    await page.getByLabel('Description (optional)').fill('edited in the UI');
+    check((await page.getByLabel('Environment, NAME=VALUE per line').inputValue()).includes('=***'), 'secret values are shown masked');
+    await page.getByRole('button', { name: 'Save definition' }).click();
+    await page.locator('#server-status').getByText('CONNECTED', { exact: true }).waitFor();
+    const edited = await rest('GET', '/api/v1/aggregator/servers/added');
+    check(edited.description === 'edited in the UI' && edited.pid !== pidBefore && edited.status === 'CONNECTED',
+      `the new definition runs in a new process with the masked values kept, got ${edited.description}, pid ${edited.pid} (was ${pidBefore}), ${edited.status}`);
+
+    step('an edit that cannot start keeps the running definition');
+    await page.locator('#edit-definition').click();
+    await page.getByLabel('Command').fill('/nonexistent/switchboard-no-such-server');
+    await page.getByRole('button', { name: 'Save definition' }).click();
+    await page.locator('#server-form .msg.error').waitFor();
+    check(/keeps its previous one/.test(await page.locator('#server-form').textContent()), 'the API says the server keeps its definition');
+    const kept = await rest('GET', '/api/v1/aggregator/servers/added');
+    check(kept.pid === edited.pid && kept.status === 'CONNECTED', `the server still runs its previous definition, got pid ${kept.pid}, ${kept.status}`);
+    await page.locator('#server-form').getByRole('link', { name: 'Cancel' }).click();
+    await page.locator('#server-status').getByText('CONNECTED', { exact: true }).waitFor();
+
     step('edit the added server: default access deny');
     await page.locator('#edit-access').selectOption('deny');
     await page.getByRole('button', { name: 'Save' }).click();
