@@ -236,6 +236,10 @@ type Options struct {
 	Escalations Escalations
 	// Series, if set, serves GET /api/v1/stats/timeseries.
 	Series TimeSeries
+	// OAuth, if set, serves /api/v1/oauth: the clients and grants of the
+	// built-in authorization server. nil (the gateway does not run it)
+	// answers those routes with 404 oauth_server_off.
+	OAuth OAuthAdmin
 }
 
 // ClusterView is GET /api/v1/cluster: this replica and every live one.
@@ -285,6 +289,7 @@ type handler struct {
 
 	escalations Escalations
 	series      TimeSeries
+	oauth       OAuthAdmin
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -317,7 +322,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	h := &handler{servers: servers, defs: servers, control: servers, diag: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
 		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins,
-		escalations: o.Escalations, series: o.Series}
+		escalations: o.Escalations, series: o.Series, oauth: o.OAuth}
 	return h.routes()
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/switchboard-mcp/switchboard/internal/authserver"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/httperr"
@@ -82,6 +83,7 @@ var sentinels = []struct {
 	{upstream.ErrNotFound, http.StatusNotFound, CodeServerNotFound},
 	{store.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{authz.ErrNotFound, http.StatusNotFound, CodeNotFound},
+	{authserver.ErrNotFound, http.StatusNotFound, CodeNotFound},
 	{authz.ErrInvalid, http.StatusBadRequest, CodeInvalid},
 	{store.ErrConflict, http.StatusConflict, CodeConflict},
 	{upstream.ErrExists, http.StatusConflict, CodeConflict},

@@ -249,6 +249,12 @@ func TestAccess(t *testing.T) {
 		{"GET", "/api/v1/skills", "", 200, 200},
 		{"GET", "/api/v1/skills/issue_tracking/tools", "", 200, 200},
 		{"GET", "/api/v1/skills/suggestions", "", 200, 403},
+		// No authorization server in this env: 404 oauth_server_off
+		// (TestOAuthAdmin runs them against one).
+		{"GET", "/api/v1/oauth/clients", "", 404, 403},
+		{"DELETE", "/api/v1/oauth/clients/c1", "", 404, 403},
+		{"GET", "/api/v1/oauth/grants", "", 404, 403},
+		{"DELETE", "/api/v1/oauth/grants/g1", "", 404, 403},
 	}
 	e := newEnv(t)
 	for _, tc := range tests {

@@ -66,6 +66,13 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("POST /api/v1/approvals/{id}/approve", h.admin(h.approveRequest))
 	mux.Handle("POST /api/v1/approvals/{id}/deny", h.admin(h.denyRequest))
 
+	// The built-in OAuth authorization server's clients and grants
+	// (docs/auth.md#administration); 404 oauth_server_off without it.
+	mux.Handle("GET /api/v1/oauth/clients", h.admin(h.listOAuthClients))
+	mux.Handle("DELETE /api/v1/oauth/clients/{id}", h.admin(h.deleteOAuthClient))
+	mux.Handle("GET /api/v1/oauth/grants", h.admin(h.listOAuthGrants))
+	mux.Handle("DELETE /api/v1/oauth/grants/{id}", h.admin(h.revokeOAuthGrant))
+
 	// Discovery (AG-US2, AG-US3): Search filters what each caller sees.
 	mux.Handle("POST /api/v1/search", h.authed(h.search))
 	mux.Handle("GET /api/v1/skills", h.authed(h.listSkills))

@@ -540,3 +540,56 @@ func (c *Client) DecideApproval(ctx context.Context, id string, approve bool, re
 	err := c.do(ctx, "POST", "/api/v1/approvals/"+esc(id)+"/"+verb, nil, body, &out)
 	return out, err
 }
+
+// OAuthGrantQuery selects the grants GET /api/v1/oauth/grants lists; zero
+// fields select all.
+type OAuthGrantQuery struct {
+	Subject  string
+	ClientID string
+	// ActiveOnly keeps the grants neither revoked nor expired.
+	ActiveOnly bool
+	// Limit is 1..1000; 0 means the API's default (1000).
+	Limit int
+}
+
+// OAuthClients lists the clients of the built-in authorization server,
+// oldest first, without their secrets (admin). A gateway that does not
+// run that server answers 404 with code api.CodeOAuthServerOff.
+func (c *Client) OAuthClients(ctx context.Context) (api.OAuthClientList, error) {
+	var out api.OAuthClientList
+	err := c.do(ctx, "GET", "/api/v1/oauth/clients", nil, nil, &out)
+	return out, err
+}
+
+// DeleteOAuthClient deletes a client of the built-in authorization server
+// and revokes its grants (admin).
+func (c *Client) DeleteOAuthClient(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/api/v1/oauth/clients/"+esc(id), nil, nil, nil)
+}
+
+// OAuthGrants lists the grants users gave clients of the built-in
+// authorization server, newest first (admin).
+func (c *Client) OAuthGrants(ctx context.Context, q OAuthGrantQuery) (api.OAuthGrantList, error) {
+	v := url.Values{}
+	if q.Subject != "" {
+		v.Set("subject", q.Subject)
+	}
+	if q.ClientID != "" {
+		v.Set("client_id", q.ClientID)
+	}
+	if q.ActiveOnly {
+		v.Set("active", "true")
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out api.OAuthGrantList
+	err := c.do(ctx, "GET", "/api/v1/oauth/grants", v, nil, &out)
+	return out, err
+}
+
+// RevokeOAuthGrant revokes a grant of the built-in authorization server:
+// its tokens stop working (admin). Revoking it again is not an error.
+func (c *Client) RevokeOAuthGrant(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/api/v1/oauth/grants/"+esc(id), nil, nil, nil)
+}

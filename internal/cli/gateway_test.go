@@ -137,6 +137,7 @@ var volatile = map[string]bool{
 	"next_attempt_at": true, "params_hash": true, "policy_revision": true, "replica": true,
 	"server_id": true, "result_summary": true, "in_flight": true, "pinned_at": true, "changed_at": true,
 	"approval_id": true, "acked_at": true, "requested_at": true, "decided_at": true, "used_at": true, "delivered_at": true,
+	"client_id": true, "refreshed_at": true, "revoked_at": true, "fetched_at": true, "resource": true,
 }
 
 func scrub(v any) any {

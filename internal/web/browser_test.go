@@ -177,28 +177,18 @@ servers:
 	return srv
 }
 
-// TestDashboardInBrowser drives the dashboard in headless Chromium against a
-// real gateway: sign-in, servers and tools, a disconnect and reconnect seen
-// live, search, a call from the "try it" form, audit, a quarantined tool's
-// diff and approval; see
-// testdata/dashboard.cjs. Screenshots go to $SWITCHBOARD_ARTIFACTS (or a
-// temporary directory).
-func TestDashboardInBrowser(t *testing.T) {
+// runScript runs testdata/<name>.cjs in node against the dashboard at
+// gatewayURL, signing in with adminKey (extra is more of its environment),
+// and returns where its screenshots went: $SWITCHBOARD_ARTIFACTS/<name>,
+// or a temporary directory.
+func runScript(t *testing.T, name, gatewayURL, adminKey string, extra ...string) string {
+	t.Helper()
 	pw := browserDeps(t)
-	secret := make([]byte, 16)
-	_, _ = rand.Read(secret)
-	adminKey := "sb_test_admin_" + hex.EncodeToString(secret)
-	// The server the script adds in the UI takes its env value as a
-	// ${VAR} reference to the gateway's environment (a literal would need
-	// a secrets key to be sealed).
-	t.Setenv(demoEnv, "1")
-	srv := startGateway(t, adminKey)
-
 	artifacts := os.Getenv("SWITCHBOARD_ARTIFACTS")
 	if artifacts == "" {
 		artifacts = t.TempDir()
 	} else {
-		artifacts = filepath.Join(artifacts, "dashboard")
+		artifacts = filepath.Join(artifacts, name)
 		if err := os.MkdirAll(artifacts, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -206,19 +196,20 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	script := filepath.Join("testdata", "dashboard.cjs")
+	script := filepath.Join("testdata", name+".cjs")
 	// Reading it makes go test's cache notice when the script changes.
 	if _, err := os.ReadFile(script); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Env = append(os.Environ(),
-		"DASHBOARD_URL="+srv.URL+web.Prefix,
+		"DASHBOARD_URL="+gatewayURL+web.Prefix,
 		"DASHBOARD_ADMIN_KEY="+adminKey,
 		"DASHBOARD_ARTIFACTS="+artifacts,
 		"DASHBOARD_CHROMIUM="+chromium,
 		"PLAYWRIGHT_CORE="+pw,
 	)
+	cmd.Env = append(cmd.Env, extra...)
 	// Its own process group, so a timeout ends Chromium too, not just node.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -233,6 +224,27 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser script: %v (screenshots in %s)", err, artifacts)
 	}
+	return artifacts
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium against a
+// real gateway: sign-in, servers and tools, a disconnect and reconnect seen
+// live, search, a call from the "try it" form, audit, a quarantined tool's
+// diff and approval; see
+// testdata/dashboard.cjs. Screenshots go to $SWITCHBOARD_ARTIFACTS (or a
+// temporary directory).
+func TestDashboardInBrowser(t *testing.T) {
+	browserDeps(t)
+	secret := make([]byte, 16)
+	_, _ = rand.Read(secret)
+	adminKey := "sb_test_admin_" + hex.EncodeToString(secret)
+	// The server the script adds in the UI takes its env value as a
+	// ${VAR} reference to the gateway's environment (a literal would need
+	// a secrets key to be sealed).
+	t.Setenv(demoEnv, "1")
+	srv := startGateway(t, adminKey)
+
+	artifacts := runScript(t, "dashboard", srv.URL, adminKey)
 
 	for _, name := range []string{"servers.png", "tool.png", "audit.png", "quarantine.png", "overview.png", "add-server.png", "add-server-error.png"} {
 		b, err := os.ReadFile(filepath.Join(artifacts, name))

@@ -96,6 +96,7 @@ const routes = [
     if (current(seq)) serverFormPage(seq, s);
   }), 'servers'],
   [/^\/keys$/, adminOnly('API keys', keysPage), 'keys'],
+  [/^\/oauth$/, adminOnly('OAuth', oauthPage), 'oauth'],
   [/^\/servers\/(.+)$/, (m, seq) => serverPage(decodeURIComponent(m[1]), seq), 'servers'],
   [/^\/servers$/, (m, seq) => serversPage(m, seq), 'servers'],
   [/^\/tools\/(.+)$/, (m, seq) => toolPage(decodeURIComponent(m[1]), seq), 'tools'],
@@ -753,6 +754,124 @@ async function keysPage(_m, seq) {
   });
   page('API keys', el('p', { class: 'muted' }, 'Grants of tools to agents are on the Policies page.'), created, form,
     el('section', { 'aria-labelledby': 'h-keys' }, el('h2', { id: 'h-keys' }, 'Keys'), listBox));
+  await load();
+}
+
+// ---- OAuth ----------------------------------------------------------------
+
+/** oauthOff tells the answer of a gateway that does not run the built-in authorization server. */
+const oauthOff = (err) => err instanceof APIError && err.code === 'oauth_server_off';
+
+/**
+ * oauthPage shows the built-in OAuth authorization server's clients and the
+ * grants users gave them, with Delete (a client and its grants) and Revoke
+ * (one grant). On a gateway that does not run that server the API answers
+ * 404 oauth_server_off, and the page says the server is not running.
+ */
+async function oauthPage(_m, seq) {
+  const status = el('div', { 'aria-live': 'polite' });
+  const content = el('div');
+  const clientsBox = el('div', { id: 'oauth-clients' });
+  const grantsBox = el('div', { id: 'oauth-grants' });
+  const all = el('input', { type: 'checkbox', id: 'oauth-all' });
+  const filter = el('form', { class: 'row', 'aria-label': 'Filter grants' },
+    input('oauth-subject', 'User (agent ID)'),
+    el('div', { class: 'field inline' }, all, el('label', { for: 'oauth-all' }, 'Also revoked and expired')),
+    el('button', { type: 'submit', class: 'secondary' }, 'Apply'));
+  const sections = [
+    el('section', { 'aria-labelledby': 'h-oauth-clients' }, el('h2', { id: 'h-oauth-clients' }, 'Clients'),
+      el('p', { class: 'muted' }, 'Applications that registered with the gateway, or presented a client ID metadata document. Deleting one revokes its grants; its users must authorize it again.'),
+      clientsBox),
+    el('section', { 'aria-labelledby': 'h-oauth-grants' }, el('h2', { id: 'h-oauth-grants' }, 'Grants'),
+      el('p', { class: 'muted' }, 'A grant is one user\u2019s consent to one client. Revoking it stops its refresh tokens at once and its access tokens on their next request.'),
+      filter, grantsBox),
+  ];
+  const act = async (button, req, done) => {
+    button.disabled = true;
+    try {
+      await req();
+      put(status, message(done, 'ok'));
+      announce(done);
+      await load();
+    } catch (err) {
+      button.disabled = false;
+      noteForbidden(err);
+      put(status, message(describe(err)));
+    }
+  };
+  const clientRow = (c) => {
+    const name = c.client_name || 'an unnamed application';
+    const del = el('button', { type: 'button', class: 'danger', 'aria-label': `Delete client ${name}` }, 'Delete');
+    del.addEventListener('click', () => {
+      const n = c.active_grants;
+      if (!confirm(`Delete ${name} (${c.client_id})? ${n === 1 ? 'Its active grant is' : `Its ${n} active grants are`} revoked, and its users must authorize it again.`)) return;
+      act(del, () => api('DELETE', `/api/v1/oauth/clients/${enc(c.client_id)}`), `Deleted ${name}; its grants are revoked.`);
+    });
+    return el('tr', { 'data-client': c.client_id },
+      el('th', { scope: 'row' }, name),
+      el('td', { class: 'mono', title: c.client_id }, clip(c.client_id, 48)),
+      el('td', {}, c.kind === 'metadata_document' ? 'metadata document' : 'registered'),
+      el('td', { class: 'mono' }, c.token_endpoint_auth_method),
+      el('td', { class: 'mono' }, (c.redirect_uris || []).map((u) => el('div', {}, u))),
+      el('td', { class: 'num' }, String(c.active_grants)),
+      el('td', {}, fmtTime(c.created_at)),
+      el('td', {}, del));
+  };
+  const grantRow = (g) => {
+    const client = g.client_name || g.client_id;
+    const st = g.active ? 'active' : g.revoked_at ? 'revoked' : 'expired';
+    let action = el('span', { class: 'muted' }, '–');
+    if (g.active) {
+      action = el('button', { type: 'button', class: 'danger', 'aria-label': `Revoke grant of ${g.subject} to ${client}` }, 'Revoke');
+      action.addEventListener('click', () => {
+        if (!confirm(`Revoke ${g.subject}\u2019s grant to ${client}? Its tokens stop working; the application must ask for a new authorization.`)) return;
+        act(action, () => api('DELETE', `/api/v1/oauth/grants/${enc(g.id)}`), `Revoked the grant of ${g.subject} to ${client}.`);
+      });
+    }
+    return el('tr', { 'data-grant': g.id },
+      el('th', { scope: 'row', class: 'mono' }, g.id),
+      el('td', { title: g.client_id }, client),
+      el('td', { title: g.identity_id || '' }, g.subject),
+      el('td', { class: 'mono' }, g.scope),
+      el('td', { 'data-field': 'status' }, badge(st), g.revoked_reason ? el('div', { class: 'muted' }, g.revoked_reason) : null),
+      el('td', {}, fmtTime(g.created_at)),
+      el('td', {}, fmtTime(g.refreshed_at)),
+      el('td', {}, fmtTime(g.expires_at)),
+      el('td', {}, action));
+  };
+  const load = async () => {
+    const q = new URLSearchParams();
+    const subject = filter.elements['oauth-subject'].value.trim();
+    if (subject) q.set('subject', subject);
+    if (!all.checked) q.set('active', 'true');
+    let clients, grants;
+    try {
+      [clients, grants] = await Promise.all([api('GET', '/api/v1/oauth/clients'), api('GET', '/api/v1/oauth/grants?' + q)]);
+    } catch (err) {
+      if (!current(seq)) return;
+      noteForbidden(err);
+      if (oauthOff(err)) {
+        put(content, el('div', { id: 'oauth-off', class: 'msg info', role: 'status' },
+          el('strong', {}, 'The built-in OAuth authorization server is not running on this gateway.'), ' ',
+          'It runs with auth.mode: oauth and no external issuer (see docs/auth.md); then the MCP clients that sign users in with OAuth, and the grants users give them, are listed here.'));
+        return;
+      }
+      put(status, message(describe(err)));
+      return;
+    }
+    if (!current(seq)) return;
+    if (!content.contains(clientsBox)) put(content, sections);
+    const cl = clients.clients || [];
+    put(clientsBox, cl.length === 0 ? el('p', { class: 'muted' }, 'No clients have registered yet.')
+      : table(['Name', 'Client ID', 'Kind', 'Auth', 'Redirect URIs', { label: 'Active grants', num: true }, 'Registered', ''], cl.map(clientRow), 'OAuth clients'));
+    const gl = grants.grants || [];
+    put(grantsBox, gl.length === 0 ? el('p', { class: 'muted' }, all.checked ? 'No grants.' : 'No active grants.')
+      : table(['Grant', 'Client', 'User', 'Scope', 'Status', 'Given', 'Last refresh', 'Expires', ''], gl.map(grantRow), 'OAuth grants'));
+  };
+  filter.addEventListener('submit', (e) => { e.preventDefault(); load(); });
+  all.addEventListener('change', load);
+  page('OAuth', status, content,
+    el('div', { class: 'actions' }, el('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Refresh')));
   await load();
 }
 

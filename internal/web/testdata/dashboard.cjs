@@ -263,6 +263,12 @@ async function main() {
     await page.locator('#key-form').waitFor();
     check(await page.locator('#new-key').count() === 0, 'the key is not shown again');
 
+    step('the OAuth page says the built-in authorization server is not running');
+    await page.getByRole('link', { name: 'OAuth', exact: true }).click();
+    await page.getByRole('heading', { name: 'OAuth', level: 1 }).waitFor();
+    await page.locator('#oauth-off').getByText('is not running on this gateway').waitFor();
+    check(await page.locator('#oauth-clients').count() === 0, 'no client list without the server');
+
     step('a call that failed for good is escalated, shown live and acknowledged');
     await page.getByRole('link', { name: 'Escalations' }).click();
     await page.getByRole('heading', { name: 'Escalations', level: 1 }).waitFor();
