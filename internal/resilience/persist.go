@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/store"
 )
@@ -66,6 +67,11 @@ func (p *BreakerPersister) Run(ctx context.Context) error {
 		case <-p.wake:
 			p.flush(context.WithoutCancel(ctx))
 		case <-ctx.Done():
+			// A state saved just before the end must survive the restart
+			// that usually follows.
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			p.flush(fctx)
 			return nil
 		}
 	}

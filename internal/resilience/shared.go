@@ -63,10 +63,16 @@ func (s *SharedIdempotency[T]) Peek(ctx context.Context, key, fp string) (T, boo
 	return s.fromStore(ctx, key, fp)
 }
 
-// DoFingerprint is Idempotency.DoFingerprint across replicas.
+// DoFingerprint is Idempotency.DoFingerprint across replicas: shared also
+// reports a result another replica produced (read from the store, or
+// stored first while fn ran here).
 func (s *SharedIdempotency[T]) DoFingerprint(ctx context.Context, key, fp string, fn func(context.Context) (T, error)) (T, bool, error) {
-	return s.local.DoFingerprint(ctx, key, fp, func(ctx context.Context) (T, error) {
+	// Set by the function below, which the local cache runs on this
+	// goroutine when this call leads.
+	var fromOther bool
+	v, shared, err := s.local.DoFingerprint(ctx, key, fp, func(ctx context.Context) (T, error) {
 		if r, ok, err := s.fromStore(ctx, key, fp); err != nil || ok {
+			fromOther = ok
 			return r, err
 		}
 		res, err := fn(ctx)
@@ -88,11 +94,13 @@ func (s *SharedIdempotency[T]) DoFingerprint(ctx context.Context, key, fp string
 			// Another replica finished the same call first: every caller
 			// gets that one result.
 			if other, ok := s.codec.Decode(row.Result); ok {
+				fromOther = true
 				return other, nil
 			}
 		}
 		return res, nil
 	})
+	return v, shared || fromOther, err
 }
 
 // fromStore returns a live result another replica stored for key, asking

@@ -412,13 +412,21 @@ func (r *Registry) encodeDef(def *config.Server, auto bool) ([]byte, error) {
 
 // seal returns a copy of def whose literal header and env values (secrets
 // a ${VAR} reference does not keep out of the store) are encrypted with the
-// keyring; the env entries def.PlainEnv names are settings, stored as they are. Without a keyring such a definition is refused: the store would
+// keyring; the env entries def.PlainEnv names are settings, stored as they
+// are. Without a keyring such a definition is refused: the store would
 // hold the secret in plaintext.
+//
+// A value that merely looks sealed is a literal like any other: decodeDef
+// opens every sealed-looking value it reads back, so storing one as it is
+// would make the definition unreadable (and the server vanish at the next
+// start), or hand the server something else than what was registered.
 func (r *Registry) seal(def *config.Server) (*config.Server, error) {
 	cp := def.Clone()
 	for i, m := range []map[string]string{cp.Headers, cp.Env} {
 		for k, v := range m {
-			if !secrets.NeedsSealing(v) || (i == 1 && slices.Contains(cp.PlainEnv, k)) {
+			looksSealed := secrets.IsSealed(v)
+			plain := i == 1 && slices.Contains(cp.PlainEnv, k)
+			if !(secrets.NeedsSealing(v) || looksSealed) || (plain && !looksSealed) {
 				continue
 			}
 			if r.o.Keys == nil {

@@ -33,7 +33,14 @@ type Servers interface {
 	Resolve(idOrName string) (servers.Info, bool)
 }
 
-// Options are the service's collaborators.
+// noServers is the registry of a service built without one: it knows no
+// server, so tools are indexed without descriptions or ids.
+type noServers struct{}
+
+func (noServers) Lookup(string) (servers.Info, bool)  { return servers.Info{}, false }
+func (noServers) Resolve(string) (servers.Info, bool) { return servers.Info{}, false }
+
+// Options are the service's collaborators. Every field is optional.
 type Options struct {
 	Logger *slog.Logger
 	// Search and Skills are the config's sections.
@@ -105,6 +112,9 @@ func New(cat *catalog.Catalog, opts *Options) (*Service, error) {
 	}
 	if o.Visible == nil {
 		o.Visible = func(authz.Identity, catalog.Tool) bool { return true }
+	}
+	if o.Servers == nil {
+		o.Servers = noServers{}
 	}
 	d := &Service{o: o, cat: cat, logger: o.Logger, classes: map[string]toolClass{}, sugg: skills.NewSuggestions(0),
 		wake: make(chan struct{}, 1)}
