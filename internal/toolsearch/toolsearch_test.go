@@ -279,7 +279,8 @@ func TestSkillTools(t *testing.T) {
 		return len(classes) == len(all)
 	})
 
-	// The skill most of the tools have, so that there is an order to check.
+	// Of the vault's tool's skills, the one most tools have, so that there
+	// is an order to check and a tool the filter must hide.
 	count := map[string]int{}
 	for _, c := range classes {
 		for id := range c {
@@ -287,8 +288,8 @@ func TestSkillTools(t *testing.T) {
 		}
 	}
 	var skill string
-	for id, n := range count {
-		if n > count[skill] || (n == count[skill] && id < skill) {
+	for id := range classes["vault.create_issue"] {
+		if n := count[id]; n > count[skill] || (n == count[skill] && id < skill) {
 			skill = id
 		}
 	}
