@@ -11,14 +11,20 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// decoder walks a goccy/go-yaml AST into typed values. We walk the AST rather than
-// use yaml.Unmarshal so that every problem (not just the first) is collected with
-// its position, and so that scalars keep their source text.
+// decoder reads a goccy/go-yaml AST into the typed structs (decode.go).
+// goccy's own decoder, even with yaml.Strict, stops at the first problem,
+// converts between kinds (1.5 into an int, 0x1F into the string "31") and
+// reports unknown keys in map order; its path API (yaml.PathString and
+// FilterFile) neither follows aliases and merge keys nor gives a key's
+// position. So the AST is walked here: every problem is collected with its
+// position, scalars keep their source text, and the position of each field
+// is recorded as it is read.
 type decoder struct {
 	file    string
 	errs    Errors
 	anchors []anchorDef
 	flat    map[*ast.MappingNode]*flatMapping
+	seq     int // counts the spots made, to order them
 }
 
 type anchorDef struct {
