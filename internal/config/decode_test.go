@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,8 +11,15 @@ import (
 
 // TestDecodeEdgeCases covers what the typed decoder must get right beyond
 // the table tests, among them the cases where it reports more, or better
-// placed, problems than the hand-written decoder it replaced.
+// placed, problems than the hand-written decoder it replaced, and aliases
+// that would make a value contain itself (which hung that decoder) or grow
+// without bound.
 func TestDecodeEdgeCases(t *testing.T) {
+	// Ten times ten times ... a: a million strings from a few lines.
+	laughs := "l0: &l0 [a, a, a, a, a, a, a, a, a, a]"
+	for i := 1; i <= 6; i++ {
+		laughs += fmt.Sprintf(", l%d: &l%d [%s*l%d]", i, i, strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 9), i-1)
+	}
 	tests := []struct {
 		name, yaml string
 		want       []string // Error() of each problem
@@ -43,6 +52,16 @@ func TestDecodeEdgeCases(t *testing.T) {
 				"f.yaml:2:20: settings.listen_tls: merge key (<<) needs a mapping or a list of mappings, got an integer",
 				`f.yaml:2:36: settings.listen_tls.min_version: invalid value "1.1": must be one of "1.2" or "1.3"`,
 			},
+		},
+		{
+			name: "an alias to a mapping that contains it",
+			yaml: "servers: &s\n  a:\n    transport: stdio\n    command: x\n    health_check: {method: tool_call, tool: t, args: {self: *s}}\n",
+			want: []string{"f.yaml:5:54: servers.a.health_check.args.self.a.health_check.args: contains itself through an alias"},
+		},
+		{
+			name: "aliases that expand to a million values",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    health_check: {method: tool_call, tool: t, args: {" + laughs + "}}\n",
+			want: []string{"f.yaml:5:91: servers.a.health_check.args.l4[7][8][8][8][9]: too large: aliases expand it to more than 100000 values"},
 		},
 	}
 	for _, tt := range tests {

@@ -25,6 +25,8 @@ type decoder struct {
 	anchors []anchorDef
 	flat    map[*ast.MappingNode]*flatMapping
 	seq     int // counts the spots made, to order them
+	values  int // counts the values read by value
+	open    map[ast.Node]bool
 }
 
 type anchorDef struct {
@@ -49,6 +51,10 @@ type flatMapping struct {
 // maxAliasChain bounds alias-to-alias-to-... resolution, which could otherwise loop
 // on a document such as "a: &x *x".
 const maxAliasChain = 32
+
+// maxValues bounds the values of a free-form mapping (a health check's
+// arguments) once aliases are expanded.
+const maxValues = 100_000
 
 // parseYAML parses data; on a syntax error it returns the error as an *Error with
 // the position goccy reports.
@@ -84,7 +90,7 @@ func parseYAML(file string, data []byte) (f *ast.File, synErr *Error) {
 }
 
 func newDecoder(file string, f *ast.File) *decoder {
-	d := &decoder{file: file, flat: map[*ast.MappingNode]*flatMapping{}}
+	d := &decoder{file: file, flat: map[*ast.MappingNode]*flatMapping{}, open: map[ast.Node]bool{}}
 	for _, doc := range f.Docs {
 		if doc != nil && doc.Body != nil {
 			ast.Walk(anchorCollector{d}, doc.Body)
@@ -455,12 +461,30 @@ func (d *decoder) seconds(n ast.Node, field string) (Seconds, bool) {
 // the equivalent JSON, except that integers stay int64: map[string]any,
 // []any, string, int64, float64, bool or nil.
 func (d *decoder) value(n ast.Node, field string) (any, bool) {
+	alias := n
 	n, ok := d.resolve(n, field)
 	if !ok {
 		return nil, false
 	}
 	if isNull(n) {
 		return nil, true
+	}
+	// An alias can make a value contain itself, or expand a small file into
+	// a huge value: both are errors rather than a hang.
+	if d.values++; d.values > maxValues {
+		if d.values == maxValues+1 {
+			d.errorf(posOf(alias), field, "too large: aliases expand it to more than %d values", maxValues)
+		}
+		return nil, false
+	}
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode, *ast.SequenceNode:
+		if d.open[n] {
+			d.errorf(posOf(alias), field, "contains itself through an alias")
+			return nil, false
+		}
+		d.open[n] = true
+		defer delete(d.open, n)
 	}
 	switch t := n.(type) {
 	case *ast.MappingNode, *ast.MappingValueNode:
