@@ -203,10 +203,51 @@ func newValue(t reflect.Type) reflect.Value {
 	return p
 }
 
-var (
-	secondsType  = reflect.TypeFor[Seconds]()
-	durationType = reflect.TypeFor[time.Duration]()
-)
+// scalar reads the scalar r (n resolved, not null) into v; false after
+// reporting a problem. Seconds are greater than 0 and at most maxSeconds;
+// any other duration is a number of seconds whose owner checks its range.
+func (d *decoder) scalar(n, r ast.Node, v reflect.Value, a at) bool {
+	switch v.Kind() {
+	case reflect.String:
+		s, ok := scalarText(r)
+		if !ok {
+			d.errorf(posOf(r), a.field, "must be a string, got %s", kindOf(r))
+			return false
+		}
+		v.SetString(s)
+		return true
+	case reflect.Bool:
+		b, ok := r.(*ast.BoolNode)
+		if !ok {
+			d.errorf(posOf(r), a.field, "must be true or false, got %s", kindOf(r))
+			return false
+		}
+		v.SetBool(b.Value)
+		return true
+	}
+	f, i, isInt, _, ok := d.number(r, a.field)
+	switch {
+	case !ok:
+	case v.Type() == reflect.TypeFor[Seconds]():
+		dur, msg := seconds(f)
+		if msg != "" {
+			d.errorf(posOf(n), a.field, "%s", msg)
+			return false
+		}
+		v.SetInt(int64(dur))
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		a.s.num = f
+		v.SetInt(int64(max(-1e9, min(f, 1e9)) * float64(time.Second)))
+	case v.Kind() == reflect.Float64:
+		v.SetFloat(f)
+	case !isInt || int64(int(i)) != i:
+		d.errorf(posOf(n), a.field, "must be an integer")
+		return false
+	default:
+		v.SetInt(i)
+	}
+	return ok
+}
 
 // decode reads the value n into v and reports whether it decoded cleanly,
 // recording what it learned in a's spot.
@@ -225,46 +266,13 @@ func (d *decoder) decode(n ast.Node, v reflect.Value, a at, o tagOpts) bool {
 // value that could not be read at all, and ok false a problem inside it.
 func (d *decoder) decodeNode(n ast.Node, v reflect.Value, a at, o tagOpts) (null, broken, ok bool) {
 	field := a.field
-	switch v.Type() {
-	case secondsType:
-		s, ok := d.seconds(n, field)
-		if s != 0 {
-			v.SetInt(int64(s))
-		}
-		return ok && s == 0, !ok, true
-	case durationType: // a number of seconds, range-checked by the owner
-		f, _, _, set, ok := d.number(n, field)
-		if set {
-			a.s.num = f
-			v.SetInt(int64(max(-1e9, min(f, 1e9)) * float64(time.Second)))
-		}
-		return ok && !set, !ok, true
-	}
 	switch v.Kind() {
-	case reflect.String:
-		s, set, ok := d.str(n, field)
-		if set {
-			v.SetString(s)
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Float64:
+		r, ok := d.resolve(n, field)
+		if !ok || isNull(r) {
+			return ok, !ok, true
 		}
-		return ok && !set, !ok, true
-	case reflect.Bool:
-		b, set, ok := d.boolean(n, field)
-		if set {
-			v.SetBool(b)
-		}
-		return ok && !set, !ok, true
-	case reflect.Int:
-		i, set, ok := d.integer(n, field)
-		if set {
-			v.SetInt(int64(i))
-		}
-		return ok && !set, !ok, true
-	case reflect.Float64:
-		f, _, _, set, ok := d.number(n, field)
-		if set {
-			v.SetFloat(f)
-		}
-		return ok && !set, !ok, true
+		return false, !d.scalar(n, r, v, a), true
 	case reflect.Pointer:
 		r, ok := d.resolve(n, field)
 		if !ok {

@@ -380,23 +380,6 @@ func (d *decoder) str(n ast.Node, field string) (s string, set, ok bool) {
 	return s, true, true
 }
 
-// boolean decodes a YAML boolean (true/false). set is false for null.
-func (d *decoder) boolean(n ast.Node, field string) (v, set, ok bool) {
-	n, ok = d.resolve(n, field)
-	if !ok {
-		return false, false, false
-	}
-	if isNull(n) {
-		return false, false, true
-	}
-	b, isBool := n.(*ast.BoolNode)
-	if !isBool {
-		d.errorf(posOf(n), field, "must be true or false, got %s", kindOf(n))
-		return false, false, false
-	}
-	return b.Value, true, true
-}
-
 // number decodes an integer or float. isInt reports whether it was written as an
 // integer. set is false for null.
 func (d *decoder) number(n ast.Node, field string) (v float64, i int64, isInt, set, ok bool) {
@@ -427,34 +410,6 @@ func (d *decoder) number(n ast.Node, field string) (v float64, i int64, isInt, s
 	}
 	d.errorf(posOf(n), field, "must be a number, got %s", kindOf(n))
 	return 0, 0, false, false, false
-}
-
-// integer decodes an integer that fits an int. set is false for null.
-func (d *decoder) integer(n ast.Node, field string) (v int, set, ok bool) {
-	_, i, isInt, set, ok := d.number(n, field)
-	if !ok || !set {
-		return 0, false, ok
-	}
-	if !isInt || int64(int(i)) != i {
-		d.errorf(posOf(n), field, "must be an integer")
-		return 0, false, false
-	}
-	return int(i), true, true
-}
-
-// seconds decodes a number of seconds (greater than 0, at most maxSeconds);
-// null is 0, unset.
-func (d *decoder) seconds(n ast.Node, field string) (Seconds, bool) {
-	v, _, _, set, ok := d.number(n, field)
-	if !ok || !set {
-		return 0, ok
-	}
-	dur, msg := seconds(v)
-	if msg != "" {
-		d.errorf(posOf(n), field, "%s", msg)
-		return 0, false
-	}
-	return Seconds(dur), true
 }
 
 // value decodes any YAML value into what encoding/json would produce from
