@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/goccy/go-yaml/ast"
 )
 
 // Modes of [Auth.Mode].
@@ -35,14 +33,7 @@ const (
 // is a broken clock, and a larger leeway would quietly extend every token.
 const maxLeewaySeconds = 3600
 
-var (
-	authModes   = []string{AuthKeys, AuthJWT, AuthOAuth, AuthLocal}
-	authFields  = []string{"mode", "jwt", "oauth"}
-	jwtFields   = []string{"secret", "jwks_url", "issuer", "audience", "leeway_seconds", "claims"}
-	claimFields = []string{"agent_id", "roles", "workspace", "allow_servers", "deny_servers", "admin"}
-	authzFields = []string{"role_restrictions", "high_risk_tools", "admin_needs_token", "approval"}
-	roleFields  = []string{"allowed_tools"}
-)
+var authModes = []string{AuthKeys, AuthJWT, AuthOAuth, AuthLocal}
 
 // Auth is how callers of the gateway prove who they are. The section is
 // optional because a gateway on a loopback listener can run without
@@ -55,13 +46,13 @@ var (
 type Auth struct {
 	// Mode is "keys" (the default when the section exists), "jwt",
 	// "oauth" or "local".
-	Mode string
+	Mode string `yaml:"mode"`
 	// JWT is set exactly when Mode is "jwt": a jwt section under another
 	// mode is an error ("only used with mode: jwt").
-	JWT *JWT
+	JWT *JWT `yaml:"jwt,alloc"`
 	// OAuth is set exactly when Mode is "oauth" (yaml oauth:); under
 	// another mode it is an error.
-	OAuth *OAuth
+	OAuth *OAuth `yaml:"oauth,alloc"`
 	// Pos is the position of the auth: key; zero when the section came
 	// from SWITCHBOARD_AUTH_MODE.
 	Pos Pos
@@ -81,16 +72,17 @@ type JWT struct {
 	// "${JWT_SECRET}" (write $$ for a literal $). It is kept unexpanded;
 	// call [JWT.ExpandSecret] where the key is needed. SECRET when it is
 	// not a reference.
-	Secret string
+	Secret string `yaml:"secret"`
 	// JWKSURL is the http(s) URL of the JSON Web Key Set (yaml jwks_url).
-	JWKSURL string
+	JWKSURL string `yaml:"jwks_url"`
 	// Issuer and Audience, when set, must match the iss and aud claims.
-	Issuer, Audience string
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
 	// Leeway is the clock skew tolerated on exp, nbf and iat (yaml
 	// leeway_seconds, default 30s, 0 to 3600).
-	Leeway time.Duration
+	Leeway time.Duration `yaml:"leeway_seconds"`
 	// Claims names the claims that carry the identity (yaml claims:).
-	Claims JWTClaims
+	Claims JWTClaims `yaml:"claims"`
 }
 
 // JWTClaims names the token claims the identity is read from, so the gateway
@@ -98,12 +90,12 @@ type JWT struct {
 // defaults are seed 003's: sub, roles, workspace, mcpServerAllowIds,
 // mcpServerDenyIds and isAdmin.
 type JWTClaims struct {
-	AgentID      string `json:"agent_id"`
-	Roles        string `json:"roles"`
-	Workspace    string `json:"workspace"`
-	AllowServers string `json:"allow_servers"`
-	DenyServers  string `json:"deny_servers"`
-	Admin        string `json:"admin"`
+	AgentID      string `json:"agent_id" yaml:"agent_id"`
+	Roles        string `json:"roles" yaml:"roles"`
+	Workspace    string `json:"workspace" yaml:"workspace"`
+	AllowServers string `json:"allow_servers" yaml:"allow_servers"`
+	DenyServers  string `json:"deny_servers" yaml:"deny_servers"`
+	Admin        string `json:"admin" yaml:"admin"`
 }
 
 // ExpandSecret returns the HS256 key: Secret with its ${VAR} references
@@ -178,20 +170,20 @@ type Authz struct {
 	// restricted role is limited to the union of its roles' lists. yaml:
 	// role_restrictions: {review: {allowed_tools: [fs.read_*, git.log]}}.
 	// An empty list allows the role nothing.
-	RoleRestrictions map[string][]string
+	RoleRestrictions map[string][]string `yaml:"role_restrictions,roles=authz"`
 	// HighRiskTools are words or patterns that make a tool high-risk (it
 	// then needs an approval token). nil = [DefaultHighRiskTools]; [] = none
 	// by name (a tool's destructiveHint still counts). yaml high_risk_tools.
-	HighRiskTools []string
+	HighRiskTools []string `yaml:"high_risk_tools,nonempty"`
 	// AdminNeedsToken makes admins present approval tokens for high-risk
 	// tools too (yaml admin_needs_token, default false).
-	AdminNeedsToken bool
+	AdminNeedsToken bool `yaml:"admin_needs_token"`
 	// Approval is what a high-risk call without a token gets:
 	// [ApprovalToken] ("token", the default) refuses it; [ApprovalRequest]
 	// ("request") also files an approval request an admin approves or
 	// denies, after which the caller's retry with the same arguments passes
 	// once. yaml approval.
-	Approval string
+	Approval string `yaml:"approval"`
 }
 
 // Values of [Authz.Approval].
@@ -209,264 +201,76 @@ func (a *Authz) HighRiskToolsOrDefault() []string {
 	return a.HighRiskTools
 }
 
-// sections holds what decoding the auth, authz and fallbacks sections learned
-// besides their values: key positions by field path (Config.Pos), and the
-// paths that failed to decode, whose further checks are skipped so one
-// mistake is reported once.
-type sections struct {
-	pos map[string]Pos
-	bad map[string]bool
-	// index maps a list's field path to the file index of each item kept,
-	// for lists that dropped items which failed to decode, so later checks
-	// point at the right item. Lazily created.
-	index map[string][]int
+func (c *JWTClaims) unknownKey(key string, known []string) string {
+	return fmt.Sprintf("unknown claim %q%s", key, suggest(key, known))
 }
 
-// decodeAuth reads the auth: mapping. Null reads as an empty section: writing
-// "auth:" asks for authentication, so it must not mean "none".
-func (d *decoder) decodeAuth(n ast.Node, keyPos Pos, st *sections) *Auth {
-	a := &Auth{Pos: keyPos}
-	entries, ok := d.mapping(n, "auth")
-	if !ok {
-		st.bad["auth"] = true
-	}
-	for _, e := range entries {
-		f := join("auth", e.key)
-		ok := true
-		switch e.key {
-		case "mode":
-			a.Mode, _, ok = d.str(e.value, f)
-		case "jwt":
-			a.JWT = d.decodeJWT(e.value, f, st)
-		case "oauth":
-			a.OAuth = d.decodeOAuth(e.value, f, st)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, authFields))
-			continue
-		}
-		st.pos[f] = e.pos
-		if !ok {
-			st.bad[f] = true
-		}
-	}
-	return a
-}
-
-// decodeJWT reads auth.jwt. A section that fails to decode is still returned
-// (marked bad) so that "mode jwt needs a jwt section" is not reported too.
-func (d *decoder) decodeJWT(n ast.Node, field string, st *sections) *JWT {
-	j := DefaultJWT()
-	entries, ok := d.mapping(n, field)
-	if !ok {
-		st.bad[field] = true
-	}
-	for _, e := range entries {
-		f := join(field, e.key)
-		ok := true
-		switch e.key {
-		case "secret":
-			j.Secret, _, ok = d.str(e.value, f)
-		case "jwks_url":
-			j.JWKSURL, _, ok = d.str(e.value, f)
-		case "issuer":
-			j.Issuer, _, ok = d.str(e.value, f)
-		case "audience":
-			j.Audience, _, ok = d.str(e.value, f)
-		case "leeway_seconds":
-			var v float64
-			var set bool
-			if v, _, _, set, ok = d.number(e.value, f); ok && set {
-				if !(v >= 0 && v <= maxLeewaySeconds) {
-					d.errorf(posOf(e.value), f, "must be a number of seconds from 0 to %d", maxLeewaySeconds)
-					ok = false
-				} else {
-					j.Leeway = time.Duration(v * float64(time.Second))
-				}
-			}
-		case "claims":
-			ok = d.decodeClaims(e.value, f, &j.Claims, st)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, jwtFields))
-			continue
-		}
-		st.pos[f] = e.pos
-		if !ok {
-			st.bad[f] = true
-		}
-	}
-	return &j
-}
-
-// decodeClaims reads auth.jwt.claims over the defaults already in c.
-func (d *decoder) decodeClaims(n ast.Node, field string, c *JWTClaims, st *sections) bool {
-	ptrs := map[string]*string{
-		"agent_id": &c.AgentID, "roles": &c.Roles, "workspace": &c.Workspace,
-		"allow_servers": &c.AllowServers, "deny_servers": &c.DenyServers, "admin": &c.Admin,
-	}
-	entries, ok := d.mapping(n, field)
-	for _, e := range entries {
-		f := join(field, e.key)
-		p, known := ptrs[e.key]
-		if !known {
-			d.errorf(e.pos, f, "unknown claim %q%s", e.key, suggest(e.key, claimFields))
+// check rejects a claim named null or "", which would read no claim.
+func (c *JWTClaims) check(s scope) bool {
+	def := DefaultJWT().Claims
+	ok := true
+	for _, f := range []struct{ key, v, def string }{
+		{"agent_id", c.AgentID, def.AgentID}, {"roles", c.Roles, def.Roles}, {"workspace", c.Workspace, def.Workspace},
+		{"allow_servers", c.AllowServers, def.AllowServers}, {"deny_servers", c.DenyServers, def.DenyServers}, {"admin", c.Admin, def.Admin},
+	} {
+		if k := s.in(f.key); k.has() && !k.broken() && (!k.set() || f.v == "") {
+			k.atKey("must name a claim (remove the key to use the default %q)", f.def)
+			k.fail()
 			ok = false
-			continue
-		}
-		st.pos[f] = e.pos
-		v, set, itemOK := d.str(e.value, f)
-		switch {
-		case !itemOK:
-		case !set || v == "":
-			d.errorf(e.pos, f, "must name a claim (remove the key to use the default %q)", *p)
-			itemOK = false
-		default:
-			*p = v
-		}
-		if !itemOK {
-			ok = false
-			st.bad[f] = true
 		}
 	}
 	return ok
 }
 
-// decodeAuthz reads the authz: mapping.
-func (d *decoder) decodeAuthz(n ast.Node, st *sections) Authz {
-	var a Authz
-	entries, _ := d.mapping(n, "authz")
-	for _, e := range entries {
-		f := join("authz", e.key)
-		switch e.key {
-		case "role_restrictions":
-			a.RoleRestrictions = d.decodeRoles(e.value, f, st)
-		case "high_risk_tools":
-			a.HighRiskTools = d.decodeHighRisk(e.value, f, st)
-		case "admin_needs_token":
-			a.AdminNeedsToken, _, _ = d.boolean(e.value, f)
-		case "approval":
-			v, set, ok := d.str(e.value, f)
-			if ok && set {
-				if msg := oneOf(v, ApprovalToken, ApprovalRequest); msg != "" {
-					d.errorf(posOf(e.value), f, "%s", msg)
-				} else {
-					a.Approval = v
-				}
-			}
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, authzFields))
-			continue
-		}
-		st.pos[f] = e.pos
-	}
-	return a
+func (j *JWT) setDefaults() { *j = DefaultJWT() }
+
+func (j *JWT) check(s scope) bool { return s.in("leeway_seconds").secondsUpTo(maxLeewaySeconds) }
+
+func (a *Authz) check(s scope) bool {
+	return s.in("approval").oneOf(a.Approval, ApprovalToken, ApprovalRequest)
 }
 
-// decodeRoles reads authz.role_restrictions: role -> {allowed_tools: [...]}.
-// An empty list is kept: the role may call nothing.
-func (d *decoder) decodeRoles(n ast.Node, field string, st *sections) map[string][]string {
-	return d.roleMap(n, field, st,
-		"allowed_tools is required: the tools this role may call, e.g. allowed_tools: [fs.read_*, git.log]", true,
-		func(v ast.Node, f string, _ Pos) []string { return d.patterns(v, f, st) })
+// authzRole is a role of authz.role_restrictions as the file writes it.
+type authzRole struct {
+	AllowedTools []string `yaml:"allowed_tools,nonempty"`
 }
 
-// roleMap reads role -> {allowed_tools: [...]}, the shape shared by
-// authz.role_restrictions and a client's role_restrictions; tools decodes
-// a role's list, missing names what to say when it is absent, and keepEmpty
-// keeps roles whose list came out empty.
-func (d *decoder) roleMap(n ast.Node, field string, st *sections, missing string, keepEmpty bool,
-	tools func(v ast.Node, f string, keyPos Pos) []string) map[string][]string {
-	entries, _ := d.mapping(n, field)
-	if len(entries) == 0 {
-		return nil
-	}
-	out := make(map[string][]string, len(entries))
-	for _, e := range entries {
-		rf := join(field, e.key)
-		st.pos[rf] = e.pos
-		if strings.TrimSpace(e.key) == "" {
-			d.errorf(e.pos, rf, "role name must not be empty")
-		}
-		sub, ok := d.mapping(e.value, rf)
-		found := false
-		var list []string
-		if keepEmpty {
-			list = []string{}
-		}
-		for _, se := range sub {
-			sf := join(rf, se.key)
-			if se.key != "allowed_tools" {
-				d.errorf(se.pos, sf, "unknown field %q%s", se.key, suggest(se.key, roleFields))
-				continue
-			}
-			st.pos[sf] = se.pos
-			found = true
-			list = tools(se.value, sf, se.pos)
-		}
-		if ok && !found {
-			d.errorf(e.pos, rf, "%s", missing)
-		}
-		if keepEmpty || len(list) > 0 {
-			out[e.key] = list
+func (r *authzRole) setKey(s scope, name string) { checkRoleName(s, name) }
+
+// check requires allowed_tools, tool patterns without spaces. An empty list
+// is kept: the role may call nothing.
+func (r *authzRole) check(s scope) bool {
+	ok := requireAllowedTools(s, "allowed_tools is required: the tools this role may call, e.g. allowed_tools: [fs.read_*, git.log]")
+	for i, v := range r.AllowedTools {
+		if it := s.in("allowed_tools").item(i); !it.broken() && strings.ContainsFunc(v, isSpaceOrControl) {
+			it.atKey("tool pattern %s is invalid: use a namespaced tool name with * wildcards, without spaces", strconv.Quote(v))
+			ok = false
 		}
 	}
-	return out
+	return ok
 }
 
-// patterns reads a list of tool patterns; [] is an empty, non-nil list.
-func (d *decoder) patterns(n ast.Node, field string, st *sections) []string {
-	items, _ := d.sequence(n, field)
-	out := make([]string, 0, len(items))
-	for i, item := range items {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		st.pos[f] = posOf(item)
-		v, ok := d.listString(item, f)
-		if !ok {
-			continue
-		}
-		if strings.ContainsFunc(v, isSpaceOrControl) {
-			d.errorf(posOf(item), f, "tool pattern %s is invalid: use a namespaced tool name with * wildcards, without spaces", strconv.Quote(v))
-			continue
-		}
-		out = append(out, v)
+func (r *authzRole) tools() []string {
+	if r.AllowedTools == nil {
+		return []string{}
 	}
-	return out
+	return r.AllowedTools
 }
 
-// decodeHighRisk reads authz.high_risk_tools, keeping null (nil, the
-// default) distinct from [] (none).
-func (d *decoder) decodeHighRisk(n ast.Node, field string, st *sections) []string {
-	if r, ok := d.resolve(n, field); !ok || isNull(r) {
-		return nil
+// checkRoleName and requireAllowedTools check what the roles of
+// authz.role_restrictions and of a client share: a name, and allowed_tools.
+func checkRoleName(s scope, name string) {
+	if strings.TrimSpace(name) == "" {
+		s.atKey("role name must not be empty")
 	}
-	items, ok := d.sequence(n, field)
-	if !ok {
-		return nil
-	}
-	out := make([]string, 0, len(items))
-	for i, item := range items {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		st.pos[f] = posOf(item)
-		if v, ok := d.listString(item, f); ok {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
-// listString decodes a non-empty string item of a list.
-func (d *decoder) listString(n ast.Node, field string) (string, bool) {
-	v, set, ok := d.str(n, field)
-	switch {
-	case !ok:
-		return "", false
-	case !set:
-		d.errorf(posOf(n), field, "must be a string, got null")
-		return "", false
-	case v == "":
-		d.errorf(posOf(n), field, "must not be empty")
-		return "", false
+func requireAllowedTools(s scope, missing string) bool {
+	if !s.broken() && !s.in("allowed_tools").has() {
+		s.atKey("%s", missing)
+		return false
 	}
-	return v, true
+	return true
 }
 
 func isSpaceOrControl(r rune) bool {
@@ -525,11 +329,17 @@ func applyAuthEnv(cfg *Config, getenv func(string) string) (authSources, Errors)
 }
 
 // checker reports problems found after decoding at the place each value came
-// from: a field of the file (by its recorded position) or an env var.
+// from: a field of the file (by its position in the spots) or an env var.
 type checker struct {
-	file string
-	pos  map[string]Pos
-	errs Errors
+	file  string
+	spots map[string]*spot // by dotted path
+	errs  Errors
+}
+
+func newChecker(file string, root *spot) *checker {
+	c := &checker{file: file, spots: map[string]*spot{}}
+	root.walk("", func(path string, s *spot) { c.spots[path] = s })
+	return c
 }
 
 // place is where a value came from: env, when set, names the variable;
@@ -542,13 +352,23 @@ func (c *checker) add(p place, format string, args ...any) {
 		c.errs = append(c.errs, &Error{File: EnvironmentFile, Field: p.env, Msg: msg})
 		return
 	}
-	pos := c.pos[p.field]
+	pos := c.spot(p.field).key
 	c.errs = append(c.errs, &Error{File: c.file, Line: pos.Line, Column: pos.Column, Field: p.field, Msg: msg})
 }
 
+func (c *checker) spot(field string) *spot {
+	if s := c.spots[field]; s != nil {
+		return s
+	}
+	return none
+}
+
+// broken reports whether the value at field could not be decoded.
+func (c *checker) broken(field string) bool { return c.spot(field).broken }
+
 // validateAuth checks the auth section once the environment is applied, and
 // the JWT secret's references against getenv.
-func validateAuth(c *checker, cfg *Config, st *sections, src authSources, getenv func(string) string) {
+func validateAuth(c *checker, cfg *Config, src authSources, getenv func(string) string) {
 	a := cfg.Auth
 	if a == nil {
 		return
@@ -559,7 +379,7 @@ func validateAuth(c *checker, cfg *Config, st *sections, src authSources, getenv
 	modeAt := place{field: "auth.mode"}
 	if src.modeEnv {
 		modeAt = place{env: EnvAuthMode}
-	} else if st.bad["auth.mode"] || st.bad["auth"] {
+	} else if c.broken("auth.mode") || c.broken("auth") {
 		return
 	}
 	jwtAt := func(field, env string) place {
@@ -584,7 +404,7 @@ func validateAuth(c *checker, cfg *Config, st *sections, src authSources, getenv
 			c.add(place{env: src.jwtEnv}, "only used with auth mode jwt (the mode is %q)", a.Mode)
 		}
 		a.JWT = nil
-		validateOAuth(c, a, st, modeAt, getenv)
+		validateOAuth(c, a, modeAt, getenv)
 		return
 	case AuthKeys, AuthLocal:
 		if a.JWT == nil {
@@ -613,7 +433,7 @@ func validateAuth(c *checker, cfg *Config, st *sections, src authSources, getenv
 		c.add(modeAt, "mode jwt needs a jwt: section with secret or jwks_url (or the environment variable %s or %s)", EnvJWTSecret, EnvJWKSURL)
 		return
 	}
-	if st.bad["auth.jwt"] || st.bad["auth.jwt.secret"] || st.bad["auth.jwt.jwks_url"] {
+	if c.broken("auth.jwt") || c.broken("auth.jwt.secret") || c.broken("auth.jwt.jwks_url") {
 		return
 	}
 	switch {

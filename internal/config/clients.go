@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/goccy/go-yaml/ast"
 )
 
 // Levels of [MCPTools], in the order they are listed and checked.
@@ -17,25 +15,20 @@ const (
 	LevelOptional    = "optional"
 )
 
-var (
-	clientFields   = []string{"mcp_tools", "role_restrictions"}
-	mcpToolsFields = []string{LevelRequired, LevelRecommended, LevelOptional}
-)
-
 // Client is what one MCP client tool (claude-code, cursor, …) declares it
 // needs from the gateway: seed 002's passive declarations. Nothing is
 // enforced at run time; `switchboard config validate` checks the
 // references and `switchboard check <client>` is the pre-flight an operator
 // (or the client's launcher) runs before starting the tool.
 type Client struct {
-	Name     string // the map key under clients:
-	MCPTools MCPTools
+	Name     string   // the map key under clients:
+	MCPTools MCPTools `yaml:"mcp_tools"`
 	// RoleRestrictions maps a role of the client to the tools it may use:
 	// yaml role_restrictions: {review: {allowed_tools: [fs.read_file, git.*, bash]}}.
 	// An entry with a server part (fs.read_file, git.*) names a server or
 	// prefix of servers:; one without (bash) is the client's own tool.
 	// Every list is non-empty.
-	RoleRestrictions map[string][]string
+	RoleRestrictions map[string][]string `yaml:"role_restrictions,roles=client"`
 	// Pos is the position of the client's name key; the positions of its
 	// entries are in [Config.Pos], e.g.
 	// Pos["clients.cursor.mcp_tools.required[0]"].
@@ -46,9 +39,9 @@ type Client struct {
 // needs them: yaml mcp_tools: {required: [fs, git], recommended: [search],
 // optional: [github]}. A server appears at most once across the three.
 type MCPTools struct {
-	Required    []string // the client does not work without these
-	Recommended []string // it works, but noticeably worse
-	Optional    []string // nice to have
+	Required    []string `yaml:"required,nonempty"`    // the client does not work without these
+	Recommended []string `yaml:"recommended,nonempty"` // it works, but noticeably worse
+	Optional    []string `yaml:"optional,nonempty"`    // nice to have
 }
 
 // Requirement is one server a client declares, with where it is declared.
@@ -86,145 +79,99 @@ func (c *Config) ClientNames() []string {
 	return slices.Sorted(maps.Keys(c.Clients))
 }
 
-// decodeClients reads the clients: mapping. Checks that need the servers
-// (every name must be known) are left to validateClients, since clients:
-// may come before servers: in the file.
-func (d *decoder) decodeClients(n ast.Node, st *sections) map[string]*Client {
-	entries, _ := d.mapping(n, "clients")
-	if len(entries) == 0 {
-		return nil
+// setKey names the client after its key and checks the name. Checks that
+// need the servers (every name must be known) are left to validateClients,
+// since clients: may come before servers: in the file.
+func (c *Client) setKey(s scope, name string) {
+	c.Name, c.Pos = name, s.a.s.key
+	if msg := checkName("client name", name); msg != "" {
+		s.atKey("%s", msg)
 	}
-	out := make(map[string]*Client, len(entries))
-	for _, e := range entries {
-		f := join("clients", e.key)
-		st.pos[f] = e.pos
-		if msg := checkName("client name", e.key); msg != "" {
-			d.errorf(e.pos, f, "%s", msg)
-		}
-		c := &Client{Name: e.key, Pos: e.pos}
-		fields, _ := d.mapping(e.value, f)
-		for _, fe := range fields {
-			ff := join(f, fe.key)
-			switch fe.key {
-			case "mcp_tools":
-				c.MCPTools = d.decodeMCPTools(fe.value, ff, st)
-			case "role_restrictions":
-				c.RoleRestrictions = d.decodeClientRoles(fe.value, ff, st)
-			default:
-				d.errorf(fe.pos, ff, "unknown field %q%s", fe.key, suggest(fe.key, clientFields))
-				continue
-			}
-			st.pos[ff] = fe.pos
-		}
-		out[e.key] = c
-	}
-	return out
 }
 
-// decodeMCPTools reads a client's mcp_tools: the three lists of server
-// names. A server listed a second time (in any list) is reported there and
-// dropped, so each server has one level.
-func (d *decoder) decodeMCPTools(n ast.Node, field string, st *sections) MCPTools {
-	var m MCPTools
-	lists := map[string]*[]string{LevelRequired: &m.Required, LevelRecommended: &m.Recommended, LevelOptional: &m.Optional}
-	first := map[string]string{} // server -> field suffix of its first mention
-	entries, _ := d.mapping(n, field)
-	for _, e := range entries {
-		lf := join(field, e.key)
-		list, known := lists[e.key]
-		if !known {
-			d.errorf(e.pos, lf, "unknown level %q: use %s%s", e.key, quotedList(mcpToolsFields), suggest(e.key, mcpToolsFields))
+func (m *MCPTools) unknownKey(key string, known []string) string {
+	return fmt.Sprintf("unknown level %q: use %s%s", key, quotedList(known), suggest(key, known))
+}
+
+// check gives each server one level: a server listed a second time (in any
+// list, in the order the file lists them) is reported there and dropped. A
+// level the file names is a list, even when null.
+func (m *MCPTools) check(s scope) bool {
+	levels := []struct {
+		name string
+		list *[]string
+	}{{LevelRequired, &m.Required}, {LevelRecommended, &m.Recommended}, {LevelOptional, &m.Optional}}
+	slices.SortStableFunc(levels, func(a, b struct {
+		name string
+		list *[]string
+	}) int {
+		return s.in(a.name).a.s.seq - s.in(b.name).a.s.seq
+	})
+	ok := true
+	first := map[string]string{} // server -> the first mention, e.g. "required[0]"
+	for _, l := range levels {
+		if !s.in(l.name).has() {
 			continue
 		}
-		st.pos[lf] = e.pos
-		items, _ := d.sequence(e.value, lf)
-		*list = make([]string, 0, len(items))
-		var kept []int
-		for i, item := range items {
-			itf := fmt.Sprintf("%s[%d]", lf, i)
-			st.pos[itf] = posOf(item)
-			v, ok := d.listString(item, itf)
-			if !ok {
+		if *l.list == nil {
+			*l.list = []string{}
+		}
+		for i, v := range *l.list {
+			it := s.in(l.name).item(i)
+			if it.broken() {
 				continue
 			}
-			at := fmt.Sprintf("%s[%d]", e.key, i)
 			if prev, dup := first[v]; dup {
-				d.errorf(posOf(item), itf, "server %q is listed twice (first at %s): give each server one level", v, prev)
+				it.atKey("server %q is listed twice (first at %s): give each server one level", v, prev)
+				it.fail()
+				ok = false
 				continue
 			}
-			first[v] = at
-			*list = append(*list, v)
-			kept = append(kept, i)
+			first[v] = fmt.Sprintf("%s[%d]", l.name, i)
 		}
-		st.keep(lf, kept, len(items))
 	}
-	return m
+	return ok
 }
 
-// decodeClientRoles reads a client's role_restrictions: role ->
-// {allowed_tools: [...]}. Unlike authz.role_restrictions, an empty list is an
-// error: a declaration that allows a role nothing is a mistake, not a policy.
-func (d *decoder) decodeClientRoles(n ast.Node, field string, st *sections) map[string][]string {
-	return d.roleMap(n, field, st,
-		"allowed_tools is required: the tools this role may use, e.g. allowed_tools: [fs.read_file, git.*, bash]", false,
-		func(v ast.Node, f string, keyPos Pos) []string { return d.allowedTools(v, f, keyPos, st) })
+// clientRole is a role of a client's role_restrictions as the file writes
+// it.
+type clientRole struct {
+	AllowedTools []string `yaml:"allowed_tools,nonempty"`
 }
 
-// allowedTools reads a non-empty list of tool names; items that fail are
-// reported and left out.
-func (d *decoder) allowedTools(n ast.Node, field string, keyPos Pos, st *sections) []string {
-	items, ok := d.sequence(n, field)
-	if !ok {
-		return nil
+func (r *clientRole) setKey(s scope, name string) { checkRoleName(s, name) }
+
+func (r *clientRole) tools() []string { return r.AllowedTools }
+
+// check requires allowed_tools, a non-empty list of tool names without
+// spaces, each listed once. Unlike authz.role_restrictions, an empty list is
+// an error: a declaration that allows a role nothing is a mistake, not a
+// policy. Items that fail are skipped by validateClients.
+func (r *clientRole) check(s scope) bool {
+	ok := requireAllowedTools(s, "allowed_tools is required: the tools this role may use, e.g. allowed_tools: [fs.read_file, git.*, bash]")
+	tools := s.in("allowed_tools")
+	if tools.has() && !tools.broken() && len(r.AllowedTools) == 0 {
+		tools.atKey("must list at least one tool (server.tool, server.* or a tool of the client's own)")
+		ok = false
 	}
-	if len(items) == 0 {
-		d.errorf(keyPos, field, "must list at least one tool (server.tool, server.* or a tool of the client's own)")
-		return nil
-	}
-	out := make([]string, 0, len(items))
-	var kept []int
 	first := map[string]int{}
-	for i, item := range items {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		st.pos[f] = posOf(item)
-		v, ok := d.listString(item, f)
-		if !ok {
+	for i, v := range r.AllowedTools {
+		it := tools.item(i)
+		switch j, dup := first[v]; {
+		case it.broken():
+			continue
+		case strings.ContainsFunc(v, isSpaceOrControl):
+			it.atKey("tool name %s is invalid: write server.tool, server.* or a tool name, without spaces", strconv.Quote(v))
+		case dup:
+			it.atKey("%q is listed twice (first at [%d])", v, j)
+		default:
+			first[v] = i
 			continue
 		}
-		if strings.ContainsFunc(v, isSpaceOrControl) {
-			d.errorf(posOf(item), f, "tool name %s is invalid: write server.tool, server.* or a tool name, without spaces", strconv.Quote(v))
-			continue
-		}
-		if j, dup := first[v]; dup {
-			d.errorf(posOf(item), f, "%q is listed twice (first at [%d])", v, j)
-			continue
-		}
-		first[v] = i
-		out = append(out, v)
-		kept = append(kept, i)
+		it.fail()
+		ok = false
 	}
-	st.keep(field, kept, len(items))
-	return out
-}
-
-// keep records which items of the list at field were kept, when some were
-// not, for [sections.item].
-func (st *sections) keep(field string, kept []int, n int) {
-	if len(kept) == n {
-		return
-	}
-	if st.index == nil {
-		st.index = map[string][]int{}
-	}
-	st.index[field] = kept
-}
-
-// item returns the field path of the i-th kept item of the list at field.
-func (st *sections) item(field string, i int) string {
-	if idx, ok := st.index[field]; ok && i < len(idx) {
-		i = idx[i]
-	}
-	return fmt.Sprintf("%s[%d]", field, i)
+	return ok
 }
 
 // validateClients checks the references of the declarations once the
@@ -237,7 +184,7 @@ func (st *sections) item(field string, i int) string {
 // and the allowed_tools server check also when a server is unprefixed (its
 // own tool names may contain the separator); every allowed_tools check is
 // skipped when the separator is invalid (the settings report it).
-func validateClients(c *checker, cfg *Config, st *sections, servers []*Server, serversKnown bool) {
+func validateClients(c *checker, cfg *Config, servers []*Server, serversKnown bool) {
 	if len(cfg.Clients) == 0 {
 		return
 	}
@@ -268,7 +215,8 @@ func validateClients(c *checker, cfg *Config, st *sections, servers []*Server, s
 		cl := cfg.Clients[name]
 		base := join("clients", name)
 		for _, r := range cl.MCPTools.Requirements() {
-			if !serversKnown || isName[r.Server] {
+			f := base + "." + r.Field()
+			if !serversKnown || isName[r.Server] || c.broken(f) {
 				continue
 			}
 			msg := fmt.Sprintf("unknown server %q (%s)", r.Server, known)
@@ -277,18 +225,18 @@ func validateClients(c *checker, cfg *Config, st *sections, servers []*Server, s
 					msg += fmt.Sprintf(": mcp_tools lists servers, not tools; write %q", server)
 				}
 			}
-			c.add(place{field: st.item(join(base, "mcp_tools."+r.Level), r.Index)}, "%s", msg)
+			c.add(place{field: f}, "%s", msg)
 		}
 		if !validSep {
 			continue
 		}
 		for _, role := range slices.Sorted(maps.Keys(cl.RoleRestrictions)) {
 			for i, t := range cl.RoleRestrictions[role] {
+				f := fmt.Sprintf("%s.role_restrictions.%s.allowed_tools[%d]", base, role, i)
 				server, tool, found := strings.Cut(t, sep)
-				if !found {
-					continue // a tool of the client's own, e.g. bash
+				if !found || c.broken(f) {
+					continue // a tool of the client's own, e.g. bash, or an item already reported
 				}
-				f := st.item(fmt.Sprintf("%s.role_restrictions.%s.allowed_tools", base, role), i)
 				switch {
 				case server == "":
 					c.add(place{field: f}, "%q has no server part: write server%stool, or a tool name without %q", t, sep, sep)

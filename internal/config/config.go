@@ -151,31 +151,31 @@ type Config struct {
 	// Auth is the auth: section; nil when the file has none (the app then
 	// uses local mode on a loopback listener and refuses to start on any
 	// other). SWITCHBOARD_AUTH_MODE creates it when the file has none.
-	Auth *Auth
+	Auth *Auth `yaml:"auth,alloc"`
 	// Authz is the authz: section; the zero value when the file has none.
-	Authz Authz
+	Authz Authz `yaml:"authz"`
 	// Fallbacks maps a namespaced tool to the tools tried, in order, when it
 	// fails after retries or its breaker is open:
 	// fallbacks: {"a.search": ["b.search", "c.find"]}. Names are checked
 	// for a known server part; the tools themselves only after discovery.
-	Fallbacks map[string][]string
+	Fallbacks map[string][]string `yaml:"fallbacks,nonempty"`
 	// ToolVersions is the version compatibility matrix (tool_versions:):
 	// server -> tool -> accepted versions. A manifest registering a tool
 	// with another version registers it disabled.
-	ToolVersions map[string]map[string][]string
+	ToolVersions map[string]map[string][]string `yaml:"tool_versions,nonempty"`
 	// Search is the search: section; the zero value ranks lexically only.
-	Search Search
+	Search Search `yaml:"search"`
 	// Skills is the skills: section; the zero value means the built-in
 	// taxonomy and the offline classifier. [Parse] fills the classifier's
 	// defaults ([DefaultClassifier]) even when the file has no section.
-	Skills Skills
+	Skills Skills `yaml:"skills"`
 	// Front is the front: section. [Parse] sets ToolExposure to "all" when
 	// neither the file nor SWITCHBOARD_TOOL_EXPOSURE sets it.
-	Front Front
+	Front Front `yaml:"front"`
 	// Clients are the declarations of the MCP client tools that use the
 	// gateway (clients: {claude-code: {...}, cursor: {...}}), by name; nil
 	// when the file has none. See [Client].
-	Clients map[string]*Client
+	Clients map[string]*Client `yaml:"clients"`
 	// Pos is the position of each key of the sections other than servers
 	// and settings by field path, e.g. Pos["fallbacks.a.search[0]"],
 	// Pos["authz.role_restrictions.review.allowed_tools[1]"],
@@ -214,60 +214,60 @@ func (c *Config) Server(name string) *Server {
 // so the store can persist a definition and read it back; persist it before
 // [Server.Expand] so that ${VAR} references, not secret values, are stored.
 type Server struct {
-	Name        string  `json:"name"`      // the map key under servers:
-	Transport   string  `json:"transport"` // "stdio" | "sse" | "http"
-	Description string  `json:"description,omitempty"`
-	AutoStart   *bool   `json:"auto_start,omitempty"` // nil = settings.auto_start_default
-	Prefix      *string `json:"prefix,omitempty"`     // nil = the server name; "" = unprefixed
+	Name        string  `json:"name"`                       // the map key under servers:
+	Transport   string  `json:"transport" yaml:"transport"` // "stdio" | "sse" | "http"
+	Description string  `json:"description,omitempty" yaml:"description"`
+	AutoStart   *bool   `json:"auto_start,omitempty" yaml:"auto_start"` // nil = settings.auto_start_default
+	Prefix      *string `json:"prefix,omitempty" yaml:"prefix"`         // nil = the server name; "" = unprefixed
 
 	// stdio
-	Command        string            `json:"command,omitempty"`
-	Args           []string          `json:"args,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`             // values may use ${VAR}; expanded by Expand; SECRET
-	EnvPassthrough []string          `json:"env_passthrough,omitempty"` // names of gateway env vars copied into the child
+	Command        string            `json:"command,omitempty" yaml:"command"`
+	Args           []string          `json:"args,omitempty" yaml:"args,omitempty"`
+	Env            map[string]string `json:"env,omitempty" yaml:"env"`                                   // values may use ${VAR}; expanded by Expand; SECRET
+	EnvPassthrough []string          `json:"env_passthrough,omitempty" yaml:"env_passthrough,omitempty"` // names of gateway env vars copied into the child
 	// PlainEnv names the Env entries that are plain settings (a file path,
 	// a log level), not secrets: a runtime registration stores them as
 	// they are instead of sealing them (the API's plain_env, the CLI's
 	// --env). A config file's env is the operator's own file and never
 	// sealed, so it has no use for it. Views mask them like the others.
 	PlainEnv []string `json:"plain_env,omitempty"`
-	Cwd      string   `json:"cwd,omitempty"`
+	Cwd      string   `json:"cwd,omitempty" yaml:"cwd"`
 
 	// sse / http
-	URL               string            `json:"url,omitempty"`
-	Headers           map[string]string `json:"headers,omitempty"`              // values may use ${VAR}; expanded by Expand; SECRET
-	HeadersFromEnv    map[string]string `json:"headers_from_env,omitempty"`     // header name -> env var name
-	BearerTokenEnvVar string            `json:"bearer_token_env_var,omitempty"` // env var holding a token -> "Authorization: Bearer <tok>"
-	HealthCheckURL    string            `json:"health_check_url,omitempty"`
-	DefaultAccess     string            `json:"default_access,omitempty"` // "allow" (default) | "deny"
+	URL               string            `json:"url,omitempty" yaml:"url"`
+	Headers           map[string]string `json:"headers,omitempty" yaml:"headers"`                           // values may use ${VAR}; expanded by Expand; SECRET
+	HeadersFromEnv    map[string]string `json:"headers_from_env,omitempty" yaml:"headers_from_env"`         // header name -> env var name
+	BearerTokenEnvVar string            `json:"bearer_token_env_var,omitempty" yaml:"bearer_token_env_var"` // env var holding a token -> "Authorization: Bearer <tok>"
+	HealthCheckURL    string            `json:"health_check_url,omitempty" yaml:"health_check_url"`
+	DefaultAccess     string            `json:"default_access,omitempty" yaml:"default_access"` // "allow" (default) | "deny"
 	// PinDefinitions: nil or true pins the first definition seen of each
 	// tool and quarantines a tool whose definition changes until an admin
 	// approves it; false applies changes as they come.
-	PinDefinitions *bool `json:"pin_definitions,omitempty"`
+	PinDefinitions *bool `json:"pin_definitions,omitempty" yaml:"pin_definitions"`
 
 	// Lifecycle overrides of the settings of the same name; nil or zero =
 	// the setting.
-	RestartOnFailure   *bool   `json:"restart_on_failure,omitempty"`
-	MaxRestartAttempts *int    `json:"max_restart_attempts,omitempty"`
-	StartupTimeout     Seconds `json:"startup_timeout_seconds,omitempty"`
-	ShutdownTimeout    Seconds `json:"shutdown_timeout_seconds,omitempty"`
+	RestartOnFailure   *bool   `json:"restart_on_failure,omitempty" yaml:"restart_on_failure"`
+	MaxRestartAttempts *int    `json:"max_restart_attempts,omitempty" yaml:"max_restart_attempts"`
+	StartupTimeout     Seconds `json:"startup_timeout_seconds,omitempty" yaml:"startup_timeout_seconds"`
+	ShutdownTimeout    Seconds `json:"shutdown_timeout_seconds,omitempty" yaml:"shutdown_timeout_seconds"`
 	// StartOnDemand: the first call to the server while it is DISCONNECTED
 	// starts it, instead of failing.
-	StartOnDemand bool `json:"start_on_demand,omitempty"`
+	StartOnDemand bool `json:"start_on_demand,omitempty" yaml:"start_on_demand"`
 	// IdleTimeout stops a stdio server after this long without calls; it is
 	// started again by the next call. Zero = never.
-	IdleTimeout Seconds      `json:"idle_timeout_seconds,omitempty"`
-	HealthCheck *HealthCheck `json:"health_check,omitempty"`
+	IdleTimeout Seconds      `json:"idle_timeout_seconds,omitempty" yaml:"idle_timeout_seconds"`
+	HealthCheck *HealthCheck `json:"health_check,omitempty" yaml:"health_check,omitempty"`
 	// MaxResultBytes bounds one message from the server (a reply, a
 	// request, a notification); 0 = settings.max_result_bytes. A larger
 	// reply fails its call alone with result_too_large.
-	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	MaxResultBytes int `json:"max_result_bytes,omitempty" yaml:"max_result_bytes"`
 	// ProtocolVersion is the MCP revision the gateway asks the server for:
 	// "" or "auto" (see [ProtocolAuto]) or one revision, e.g. "2026-07-28".
-	ProtocolVersion string `json:"protocol_version,omitempty"`
+	ProtocolVersion string `json:"protocol_version,omitempty" yaml:"protocol_version"`
 	// Package is the npm package that provides the server (for install
 	// hints when its command is missing).
-	Package string `json:"package,omitempty"`
+	Package string `json:"package,omitempty" yaml:"package"`
 
 	// Pos is the position of each field key, e.g. Pos["url"]; Pos[""] is the
 	// name key. Entries of maps and lists have their own keys too, e.g.
@@ -375,11 +375,11 @@ const (
 // fields take the defaults: method from [Server.HealthMethod], interval and
 // timeout from the settings.
 type HealthCheck struct {
-	Method   string         `json:"method,omitempty"`
-	Tool     string         `json:"tool,omitempty"` // the tool's name on the server (not namespaced)
-	Args     map[string]any `json:"args,omitempty"` // arguments of the tool call
-	Interval Seconds        `json:"interval_seconds,omitempty"`
-	Timeout  Seconds        `json:"timeout_seconds,omitempty"`
+	Method   string         `json:"method,omitempty" yaml:"method"`
+	Tool     string         `json:"tool,omitempty" yaml:"tool"` // the tool's name on the server (not namespaced)
+	Args     map[string]any `json:"args,omitempty" yaml:"args"` // arguments of the tool call
+	Interval Seconds        `json:"interval_seconds,omitempty" yaml:"interval_seconds"`
+	Timeout  Seconds        `json:"timeout_seconds,omitempty" yaml:"timeout_seconds"`
 }
 
 // Seconds is a duration written as a number of seconds (fractions allowed)
@@ -627,13 +627,13 @@ const (
 // optionally, the CA that signs client certificates (mutual TLS). The files
 // are read at start and re-read when they change.
 type ListenTLS struct {
-	CertFile     string `json:"cert_file"`                // PEM certificate chain, leaf first
-	KeyFile      string `json:"key_file"`                 // PEM private key of the leaf
-	ClientCAFile string `json:"client_ca_file,omitempty"` // PEM CA certificates; set = mutual TLS
+	CertFile     string `json:"cert_file" yaml:"cert_file"`                     // PEM certificate chain, leaf first
+	KeyFile      string `json:"key_file" yaml:"key_file"`                       // PEM private key of the leaf
+	ClientCAFile string `json:"client_ca_file,omitempty" yaml:"client_ca_file"` // PEM CA certificates; set = mutual TLS
 	// ClientAuth is ClientAuthRequest (default) or ClientAuthRequire;
 	// meaningful only with ClientCAFile.
-	ClientAuth string `json:"client_auth,omitempty"`
-	MinVersion string `json:"min_version"` // "1.2" (default) or "1.3"
+	ClientAuth string `json:"client_auth,omitempty" yaml:"client_auth"`
+	MinVersion string `json:"min_version" yaml:"min_version"` // "1.2" (default) or "1.3"
 	// Pos is where listen_tls is written, so that errors found at start
 	// (unreadable files) point at it; zero when it came from the
 	// environment.

@@ -1,14 +1,11 @@
 package config
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/goccy/go-yaml/ast"
 
 	"github.com/switchboard-mcp/switchboard/internal/httpguard"
 )
@@ -56,15 +53,6 @@ const (
 	maxSessionsBound = 1_000_000
 )
 
-var (
-	searchFields     = []string{"embeddings"}
-	embeddingsFields = []string{"url", "model", "api_key_env", "batch_size", "timeout_seconds"}
-	skillsFields     = []string{"taxonomy", "classifier"}
-	skillDefFields   = []string{"id", "name", "description", "examples", "keywords"}
-	classifierFields = []string{"mode", "url", "model", "api_key_env", "batch_size", "concurrency", "timeout_seconds"}
-	frontFields      = []string{"tool_exposure", "stateless", "allowed_hosts", "allowed_origins", "max_sessions", "max_sessions_per_identity", "input_timeout_seconds", "meta_tool_prefix"}
-)
-
 // skillIDRE is the syntax of skill ids: snake_case, so they read the same in
 // URLs, JSON and SQL without escaping.
 var skillIDRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -75,20 +63,20 @@ var skillIDRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 type Search struct {
 	// Embeddings enables semantic ranking fused with the lexical one; nil =
 	// lexical ranking only.
-	Embeddings *Embeddings
+	Embeddings *Embeddings `yaml:"embeddings"`
 }
 
 // Embeddings is the OpenAI-compatible embeddings endpoint used for semantic
 // ranking (yaml search.embeddings). When it is down, search degrades to
 // lexical ranking rather than failing.
 type Embeddings struct {
-	URL       string // http(s) URL of an OpenAI-compatible API (…/v1 or base)
-	Model     string // required
-	APIKeyEnv string // yaml api_key_env: NAME of the env var holding the key (optional); never the key itself
-	BatchSize int    // yaml batch_size, default 64, 1..2048
+	URL       string `yaml:"url"`         // http(s) URL of an OpenAI-compatible API (…/v1 or base)
+	Model     string `yaml:"model"`       // required
+	APIKeyEnv string `yaml:"api_key_env"` // NAME of the env var holding the key (optional); never the key itself
+	BatchSize int    `yaml:"batch_size"`  // default 64, 1..2048
 	// TimeoutSeconds bounds one request (yaml timeout_seconds, default 10,
 	// 1..300).
-	TimeoutSeconds int
+	TimeoutSeconds int `yaml:"timeout_seconds"`
 }
 
 // APIKey returns the key to send, read from the variable named by APIKeyEnv
@@ -112,29 +100,33 @@ func (e *Embeddings) Timeout() time.Duration {
 // the section) means the built-in taxonomy and the offline classifier.
 type Skills struct {
 	// Taxonomy replaces the built-in skills when non-empty: yaml taxonomy: [{id, name, description, examples: [..], keywords: [..]}]
-	Taxonomy   []SkillDef
-	Classifier Classifier
+	Taxonomy   []SkillDef `yaml:"taxonomy,omitempty"`
+	Classifier Classifier `yaml:"classifier"`
 }
 
 // SkillDef is one skill of a taxonomy. Description and Examples are what the
 // offline classifier compares tool text with, so they matter more than Name.
 type SkillDef struct {
-	ID, Name, Description string
-	Examples, Keywords    []string
+	ID          string   `yaml:"id"`
+	Name        string   `yaml:"name"`
+	Description string   `yaml:"description"`
+	Examples    []string `yaml:"examples,omitempty,nonblank"`
+	Keywords    []string `yaml:"keywords,omitempty,nonblank"`
 }
 
 // Classifier is how tools are assigned skills (yaml skills.classifier).
 // [Parse] fills every field left out with [DefaultClassifier]'s value.
 type Classifier struct {
-	Mode       string // "offline" (default) | "llm"
-	URL, Model string // required for llm
-	APIKeyEnv  string // yaml api_key_env
+	Mode      string `yaml:"mode"`  // "offline" (default) | "llm"
+	URL       string `yaml:"url"`   // required for llm
+	Model     string `yaml:"model"` // required for llm
+	APIKeyEnv string `yaml:"api_key_env"`
 	// BatchSize is the number of tools per chat request (default 20, 1..200).
-	BatchSize int
+	BatchSize int `yaml:"batch_size"`
 	// Concurrency bounds the chat requests in flight (default 4, 1..64).
-	Concurrency int
+	Concurrency int `yaml:"concurrency"`
 	// TimeoutSeconds bounds one chat request (default 30, 1..600).
-	TimeoutSeconds int
+	TimeoutSeconds int `yaml:"timeout_seconds"`
 }
 
 // DefaultClassifier returns the classifier used when the file sets none: offline,
@@ -164,46 +156,46 @@ type Front struct {
 	// ToolExposure: "all" (default: every tool the caller may call is listed) or "search" (only the
 	// meta-tools search_tools and call_tool are listed). yaml tool_exposure;
 	// env SWITCHBOARD_TOOL_EXPOSURE overrides.
-	ToolExposure string
+	ToolExposure string `yaml:"tool_exposure"`
 	// MetaToolPrefix (yaml meta_tool_prefix, default none) namespaces the
 	// meta-tools of search mode like a server's tools, e.g. "switchboard"
 	// gives switchboard.search_tools, the names before seed 004's
 	// unprefixed rule was followed. A name, as a server prefix.
-	MetaToolPrefix string
+	MetaToolPrefix string `yaml:"meta_tool_prefix"`
 	// Stateless (yaml stateless, default false) turns legacy sessions off:
 	// clients of the session revisions (up to 2025-11-25) are then served
 	// per request too, so any replica answers any request, and upstreams
 	// cannot ask them anything (sampling, elicitation, roots). Clients of
 	// the stateless revision (2026-07-28) are served per request either
 	// way. See docs/protocol.md and docs/deploy.md.
-	Stateless bool
+	Stateless bool `yaml:"stateless"`
 	// InputTimeoutSeconds (yaml input_timeout_seconds, 1..3600; 0 = unset,
 	// the front's default of 300) is how long a client of the stateless
 	// revision has to answer an input_required result: its requestState
 	// expires, and a call parked on a classic server's request is answered
 	// with an error. See docs/protocol.md.
-	InputTimeoutSeconds int
+	InputTimeoutSeconds int `yaml:"input_timeout_seconds"`
 	// AllowedHosts (yaml allowed_hosts) are Host header values, besides
 	// the listener's own addresses, that every route accepts: the names a
 	// reverse proxy or DNS forwards to the gateway. On a loopback listener
 	// any other name is refused (DNS rebinding); on another listener the
 	// list, once set, is enforced too. See docs/security.md.
-	AllowedHosts []string
+	AllowedHosts []string `yaml:"allowed_hosts,omitempty,nonblank"`
 	// AllowedOrigins (yaml allowed_origins) are browser origins
 	// (scheme://host[:port]) that may drive the gateway besides its own,
 	// e.g. a web client served from another host. See docs/security.md.
-	AllowedOrigins []string
+	AllowedOrigins []string `yaml:"allowed_origins,omitempty,nonblank"`
 	// MaxSessions (yaml max_sessions, 1..1000000) caps the live MCP
 	// sessions (Streamable HTTP and SSE, all endpoints together); 0 = unset,
 	// the front's default (5000). At the cap, a new session ends the least
 	// recently used idle one, or is refused (503) if all are busy. See
 	// docs/security.md#sessions.
-	MaxSessions int
+	MaxSessions int `yaml:"max_sessions"`
 	// MaxSessionsPerIdentity (yaml max_sessions_per_identity, 1..1000000)
 	// caps the live MCP sessions of one caller identity; 0 = unset, the
 	// front's default (1000). At the cap, a new session of that identity
 	// ends its least recently used idle one, or is refused (429).
-	MaxSessionsPerIdentity int
+	MaxSessionsPerIdentity int `yaml:"max_sessions_per_identity"`
 }
 
 func readAPIKey(name string, getenv func(string) string) string {
@@ -223,360 +215,133 @@ func secondsOr(v, def int) time.Duration {
 	return time.Duration(v) * time.Second
 }
 
-// decodeSearch reads the search: mapping.
-func (d *decoder) decodeSearch(n ast.Node, st *sections) Search {
-	var s Search
-	entries, _ := d.mapping(n, "search")
-	for _, e := range entries {
-		f := join("search", e.key)
-		switch e.key {
-		case "embeddings":
-			s.Embeddings = d.decodeEmbeddings(e.value, f, e.pos, st)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, searchFields))
-			continue
-		}
-		st.pos[f] = e.pos
+func (e *Embeddings) setDefaults() {
+	e.BatchSize, e.TimeoutSeconds = DefaultEmbeddingsBatchSize, DefaultEmbeddingsTimeoutSeconds
+}
+
+// check checks the numbers and the API key variable, then that url and
+// model are there unless the section could not be read whole.
+func (e *Embeddings) check(s scope) bool {
+	ok := checkAPIKeyEnv(s.in("api_key_env"), &e.APIKeyEnv)
+	ok = s.in("batch_size").between(e.BatchSize, 1, maxEmbeddingsBatchSize) && ok
+	ok = s.in("timeout_seconds").between(e.TimeoutSeconds, 1, maxEmbeddingsTimeoutSeconds) && ok
+	if !s.broken() {
+		requireEndpoint(s, e.URL, e.Model)
 	}
-	return s
+	return ok
 }
 
-// endpoint holds what embeddings and the llm classifier share: where to
-// send requests, and which keys the file set (for "only used with" checks).
-type endpoint struct {
-	url, model, apiKeyEnv *string
-	set                   map[string]bool // keys set to a non-null value
-	bad                   map[string]bool // keys that failed to decode
-}
-
-// endpointField decodes one of the endpoint keys into e; it reports false when key
-// is not one of them.
-func (d *decoder) endpointField(e *endpoint, key string, n ast.Node, field string) bool {
-	var ok, set bool
-	switch key {
-	case "url":
-		*e.url, set, ok = d.str(n, field)
-	case "model":
-		*e.model, set, ok = d.str(n, field)
-	case "api_key_env":
-		*e.apiKeyEnv, set, ok = d.apiKeyEnv(n, field)
-	default:
+// check checks the numbers, the API key variable and the mode, then what
+// the mode needs: url and model for llm, neither for offline.
+func (c *Classifier) check(s scope) bool {
+	ok := checkAPIKeyEnv(s.in("api_key_env"), &c.APIKeyEnv)
+	ok = s.in("batch_size").between(c.BatchSize, 1, maxClassifierBatchSize) && ok
+	ok = s.in("concurrency").between(c.Concurrency, 1, maxClassifierConcurrency) && ok
+	ok = s.in("timeout_seconds").between(c.TimeoutSeconds, 1, maxClassifierTimeoutSeconds) && ok
+	if m := s.in("mode"); m.set() && c.Mode != ClassifierOffline && c.Mode != ClassifierLLM {
+		m.atVal("unknown mode %q: must be %q (the default) or %q", c.Mode, ClassifierOffline, ClassifierLLM)
 		return false
 	}
-	if !ok {
-		e.bad[key] = true
-	} else if set {
-		e.set[key] = true
-	}
-	return true
-}
-
-// requireEndpoint reports url and model missing, and a url that is not http(s), at
-// the section's key (or the url's).
-func (d *decoder) requireEndpoint(e *endpoint, field string, sectionPos Pos, st *sections, urlHint string) {
-	if !e.bad["url"] {
-		switch {
-		case strings.TrimSpace(*e.url) == "":
-			d.errorf(sectionPos, join(field, "url"), "url is required: the http(s) URL of an OpenAI-compatible API, e.g. %s", urlHint)
-		default:
-			if msg := checkHTTPURL(*e.url); msg != "" {
-				d.errorf(st.pos[join(field, "url")], join(field, "url"), "%s", msg)
-			}
-		}
-	}
-	if !e.bad["model"] && strings.TrimSpace(*e.model) == "" {
-		d.errorf(sectionPos, join(field, "model"), "model is required: the model name the API expects")
-	}
-}
-
-// decodeEmbeddings reads search.embeddings; null (or a value that is not a
-// mapping, already reported) means no embeddings.
-func (d *decoder) decodeEmbeddings(n ast.Node, field string, keyPos Pos, st *sections) *Embeddings {
-	if r, ok := d.resolve(n, field); !ok || isNull(r) {
-		return nil
-	}
-	entries, ok := d.mapping(n, field)
-	if !ok && len(entries) == 0 {
-		return nil
-	}
-	emb := &Embeddings{BatchSize: DefaultEmbeddingsBatchSize, TimeoutSeconds: DefaultEmbeddingsTimeoutSeconds}
-	ep := &endpoint{url: &emb.URL, model: &emb.Model, apiKeyEnv: &emb.APIKeyEnv, set: map[string]bool{}, bad: map[string]bool{}}
-	for _, e := range entries {
-		f := join(field, e.key)
-		st.pos[f] = e.pos
-		if d.endpointField(ep, e.key, e.value, f) {
-			continue
-		}
-		switch e.key {
-		case "batch_size":
-			d.boundedInt(e.value, f, 1, maxEmbeddingsBatchSize, &emb.BatchSize)
-		case "timeout_seconds":
-			d.boundedInt(e.value, f, 1, maxEmbeddingsTimeoutSeconds, &emb.TimeoutSeconds)
-		default:
-			delete(st.pos, f)
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, embeddingsFields))
-		}
-	}
-	if ok {
-		d.requireEndpoint(ep, field, keyPos, st, "https://api.openai.com/v1")
-	}
-	return emb
-}
-
-// decodeSkills reads the skills: mapping; the classifier starts from
-// [DefaultClassifier] so a file without one gets the defaults too.
-func (d *decoder) decodeSkills(n ast.Node, st *sections) Skills {
-	s := Skills{Classifier: DefaultClassifier()}
-	entries, _ := d.mapping(n, "skills")
-	for _, e := range entries {
-		f := join("skills", e.key)
-		switch e.key {
-		case "taxonomy":
-			s.Taxonomy = d.decodeTaxonomy(e.value, f, st)
-		case "classifier":
-			s.Classifier = d.decodeClassifier(e.value, f, e.pos, st)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, skillsFields))
-			continue
-		}
-		st.pos[f] = e.pos
-	}
-	return s
-}
-
-// decodeTaxonomy reads skills.taxonomy, a list of skill definitions.
-func (d *decoder) decodeTaxonomy(n ast.Node, field string, st *sections) []SkillDef {
-	items, _ := d.sequence(n, field)
-	if len(items) == 0 {
-		return nil
-	}
-	out := make([]SkillDef, 0, len(items))
-	first := map[string]int{}
-	for i, item := range items {
-		itf := fmt.Sprintf("%s[%d]", field, i)
-		itemPos := mappingPos(item)
-		st.pos[itf] = itemPos
-		entries, ok := d.mapping(item, itf)
-		var sk SkillDef
-		found := map[string]bool{}
-		for _, e := range entries {
-			f := join(itf, e.key)
-			st.pos[f] = e.pos
-			var set, keyOK bool
-			switch e.key {
-			case "id":
-				sk.ID, set, keyOK = d.str(e.value, f)
-				if keyOK && set && !skillIDRE.MatchString(sk.ID) {
-					d.errorf(posOf(e.value), f, "invalid skill id %s: use snake_case (lower-case letters, digits and _, starting with a letter), e.g. issue_tracking", strconv.Quote(sk.ID))
-					set, keyOK = false, false
-				}
-				if keyOK && set {
-					if j, dup := first[sk.ID]; dup {
-						d.errorf(posOf(e.value), f, "duplicate skill id %q (first at %s[%d])", sk.ID, field, j)
-					} else {
-						first[sk.ID] = i
-					}
-				}
-			case "name":
-				sk.Name, set, keyOK = d.str(e.value, f)
-			case "description":
-				sk.Description, set, keyOK = d.str(e.value, f)
-			case "examples":
-				sk.Examples, keyOK = d.stringList(e.value, f, st)
-				set = true
-			case "keywords":
-				sk.Keywords, keyOK = d.stringList(e.value, f, st)
-				set = true
-			default:
-				delete(st.pos, f)
-				d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, skillDefFields))
-				continue
-			}
-			// A key that failed to decode is reported once, not also as missing.
-			found[e.key] = set || !keyOK
-		}
-		if ok {
-			for _, req := range []struct{ key, val string }{{"id", sk.ID}, {"name", sk.Name}, {"description", sk.Description}} {
-				if !found[req.key] || (strings.TrimSpace(req.val) == "" && req.key != "id") {
-					d.errorf(itemPos, join(itf, req.key), "%s is required: every skill needs an id, a name and a description", req.key)
-				}
-			}
-		}
-		out = append(out, sk)
-	}
-	return out
-}
-
-// mappingPos returns the position of a block mapping's first key: the
-// mapping node itself sits at that key's colon, which reads oddly in a
-// message about the whole item.
-func mappingPos(n ast.Node) Pos {
-	if m, ok := n.(*ast.MappingNode); ok && len(m.Values) > 0 && m.Values[0] != nil && m.Values[0].Key != nil {
-		if p := posOf(m.Values[0].Key); p.Line > 0 {
-			return p
-		}
-	}
-	return posOf(n)
-}
-
-// stringList reads a list of non-empty strings; null is an empty list.
-func (d *decoder) stringList(n ast.Node, field string, st *sections) ([]string, bool) {
-	items, ok := d.sequence(n, field)
-	if len(items) == 0 {
-		return nil, ok
-	}
-	out := make([]string, 0, len(items))
-	for i, item := range items {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		st.pos[f] = posOf(item)
-		v, itemOK := d.listString(item, f)
-		if !itemOK {
-			ok = false
-			continue
-		}
-		if strings.TrimSpace(v) == "" {
-			d.errorf(posOf(item), f, "must not be blank")
-			ok = false
-			continue
-		}
-		out = append(out, v)
-	}
-	return out, ok
-}
-
-// decodeClassifier reads skills.classifier over [DefaultClassifier].
-func (d *decoder) decodeClassifier(n ast.Node, field string, keyPos Pos, st *sections) Classifier {
-	c := DefaultClassifier()
-	entries, ok := d.mapping(n, field)
-	ep := &endpoint{url: &c.URL, model: &c.Model, apiKeyEnv: &c.APIKeyEnv, set: map[string]bool{}, bad: map[string]bool{}}
-	modeOK := true
-	for _, e := range entries {
-		f := join(field, e.key)
-		st.pos[f] = e.pos
-		if d.endpointField(ep, e.key, e.value, f) {
-			continue
-		}
-		switch e.key {
-		case "mode":
-			v, set, keyOK := d.str(e.value, f)
-			switch {
-			case !keyOK:
-				modeOK = false
-			case !set:
-			case v != ClassifierOffline && v != ClassifierLLM:
-				d.errorf(posOf(e.value), f, "unknown mode %q: must be %q (the default) or %q", v, ClassifierOffline, ClassifierLLM)
-				modeOK = false
-			default:
-				c.Mode = v
-			}
-		case "batch_size":
-			d.boundedInt(e.value, f, 1, maxClassifierBatchSize, &c.BatchSize)
-		case "concurrency":
-			d.boundedInt(e.value, f, 1, maxClassifierConcurrency, &c.Concurrency)
-		case "timeout_seconds":
-			d.boundedInt(e.value, f, 1, maxClassifierTimeoutSeconds, &c.TimeoutSeconds)
-		default:
-			delete(st.pos, f)
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, classifierFields))
-		}
-	}
-	if !ok || !modeOK {
-		return c
+	if s.broken() || s.in("mode").broken() {
+		return ok
 	}
 	if c.Mode == ClassifierLLM {
-		d.requireEndpoint(ep, field, keyPos, st, "https://api.openai.com/v1")
-		return c
+		requireEndpoint(s, c.URL, c.Model)
+		return ok
 	}
 	for _, key := range []string{"url", "model", "api_key_env"} {
-		if ep.set[key] {
-			f := join(field, key)
-			d.errorf(st.pos[f], f, "only used with mode: llm (the mode is %q)", c.Mode)
+		if k := s.in(key); k.set() {
+			k.atKey("only used with mode: llm (the mode is %q)", c.Mode)
 		}
 	}
-	return c
+	return ok
 }
 
-// decodeFront reads the front: mapping. tool_exposure is checked by
-// validateFront, after the environment has had its say.
-func (d *decoder) decodeFront(n ast.Node, st *sections) Front {
-	var fr Front
-	entries, _ := d.mapping(n, "front")
-	for _, e := range entries {
-		f := join("front", e.key)
-		switch e.key {
-		case "tool_exposure":
-			v, _, ok := d.str(e.value, f)
-			if !ok {
-				st.bad[f] = true
+// requireEndpoint reports url and model missing, at the section's key, and
+// a url that is not http(s), at the url's.
+func requireEndpoint(s scope, url, model string) {
+	if u := s.in("url"); !u.broken() {
+		if strings.TrimSpace(url) == "" {
+			u.errorf(s.a.s.key, "url is required: the http(s) URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1")
+		} else if msg := checkHTTPURL(url); msg != "" {
+			u.atKey("%s", msg)
+		}
+	}
+	if m := s.in("model"); !m.broken() && strings.TrimSpace(model) == "" {
+		m.errorf(s.a.s.key, "model is required: the model name the API expects")
+	}
+}
+
+// check checks each skill of the taxonomy: a snake_case id used once, and
+// an id, a name and a description.
+func (sk *Skills) check(s scope) bool {
+	ok := true
+	first := map[string]int{}
+	for i, def := range sk.Taxonomy {
+		it := s.in("taxonomy").item(i)
+		if id := it.in("id"); id.set() {
+			if !skillIDRE.MatchString(def.ID) {
+				id.atVal("invalid skill id %s: use snake_case (lower-case letters, digits and _, starting with a letter), e.g. issue_tracking", strconv.Quote(def.ID))
+				id.fail()
+				ok = false
+			} else if j, dup := first[def.ID]; dup {
+				id.atVal("duplicate skill id %q (first at %s[%d])", def.ID, s.in("taxonomy").a.field, j)
+				ok = false
+			} else {
+				first[def.ID] = i
 			}
-			fr.ToolExposure = v
-		case "stateless":
-			v, _, _ := d.boolean(e.value, f)
-			fr.Stateless = v
-		case "meta_tool_prefix":
-			v, _, ok := d.str(e.value, f)
-			if ok && v != "" && (!NameRE.MatchString(v) || strings.Contains(v, "__")) {
-				d.errorf(e.pos, f, "%q is not a name: use lower-case letters, digits, - and _, without a separator (. or __)", v)
-				continue
+		}
+		if it.broken() {
+			continue
+		}
+		for _, req := range []struct{ key, val string }{{"id", def.ID}, {"name", def.Name}, {"description", def.Description}} {
+			// A key that failed to decode is reported once, not also as missing.
+			k := it.in(req.key)
+			if given := k.set() || k.broken(); !given || (strings.TrimSpace(req.val) == "" && req.key != "id") {
+				k.errorf(it.a.s.key, "%s is required: every skill needs an id, a name and a description", req.key)
+				ok = false
 			}
-			fr.MetaToolPrefix = v
-		case "allowed_hosts":
-			fr.AllowedHosts = d.hostList(e.value, f, st)
-		case "allowed_origins":
-			fr.AllowedOrigins = d.originList(e.value, f, st)
-		case "max_sessions":
-			d.boundedInt(e.value, f, 1, maxSessionsBound, &fr.MaxSessions)
-		case "max_sessions_per_identity":
-			d.boundedInt(e.value, f, 1, maxSessionsBound, &fr.MaxSessionsPerIdentity)
-		case "input_timeout_seconds":
-			d.boundedInt(e.value, f, 1, 3600, &fr.InputTimeoutSeconds)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, frontFields))
-			continue
 		}
-		st.pos[f] = e.pos
 	}
-	return fr
+	return ok
 }
 
-// hostList reads front.allowed_hosts: host names or IPs, a port is ignored.
-func (d *decoder) hostList(n ast.Node, field string, st *sections) []string {
-	hosts, _ := d.stringList(n, field, st)
-	out := hosts[:0]
-	for i, h := range hosts {
-		if strings.Contains(h, "/") || strings.ContainsAny(h, " \t") {
-			f := fmt.Sprintf("%s[%d]", field, i)
-			d.errorf(st.pos[f], f, "%q is not a host name: want a name or IP such as gateway.example.com, without scheme or path", h)
-			continue
-		}
-		out = append(out, h)
+// check checks meta_tool_prefix, the hosts and origins and the numbers;
+// tool_exposure is checked by validateFront, once the environment has had
+// its say.
+func (fr *Front) check(s scope) bool {
+	ok := true
+	if v, p := fr.MetaToolPrefix, s.in("meta_tool_prefix"); p.set() && v != "" && (!NameRE.MatchString(v) || strings.Contains(v, "__")) {
+		p.atKey("%q is not a name: use lower-case letters, digits, - and _, without a separator (. or __)", v)
+		ok = false
 	}
-	return out
-}
-
-// originList reads front.allowed_origins: scheme://host[:port] each.
-func (d *decoder) originList(n ast.Node, field string, st *sections) []string {
-	origins, _ := d.stringList(n, field, st)
-	out := origins[:0]
-	for i, o := range origins {
-		if _, ok := httpguard.NormalizeOrigin(o); !ok {
-			f := fmt.Sprintf("%s[%d]", field, i)
-			d.errorf(st.pos[f], f, "%q is not an origin: want scheme://host[:port] such as https://app.example.com, without path", o)
-			continue
+	for i, h := range fr.AllowedHosts {
+		if it := s.in("allowed_hosts").item(i); !it.broken() && (strings.Contains(h, "/") || strings.ContainsAny(h, " \t")) {
+			it.atKey("%q is not a host name: want a name or IP such as gateway.example.com, without scheme or path", h)
+			ok = false
 		}
-		out = append(out, o)
 	}
-	return out
+	for i, o := range fr.AllowedOrigins {
+		if it := s.in("allowed_origins").item(i); !it.broken() {
+			if _, valid := httpguard.NormalizeOrigin(o); !valid {
+				it.atKey("%q is not an origin: want scheme://host[:port] such as https://app.example.com, without path", o)
+				ok = false
+			}
+		}
+	}
+	ok = s.in("max_sessions").between(fr.MaxSessions, 1, maxSessionsBound) && ok
+	ok = s.in("max_sessions_per_identity").between(fr.MaxSessionsPerIdentity, 1, maxSessionsBound) && ok
+	return s.in("input_timeout_seconds").between(fr.InputTimeoutSeconds, 1, 3600) && ok
 }
 
 // validateFront applies SWITCHBOARD_TOOL_EXPOSURE (env > file; empty =
 // unset) and checks the value where it came from.
-func validateFront(c *checker, cfg *Config, st *sections, getenv func(string) string) {
+func validateFront(c *checker, cfg *Config, getenv func(string) string) {
 	at := place{field: "front.tool_exposure"}
 	if v := getenv(EnvToolExposure); v != "" {
 		cfg.Front.ToolExposure = v
 		at = place{env: EnvToolExposure}
-	} else if st.bad[at.field] {
+	} else if c.broken(at.field) {
 		return
 	}
 	if cfg.Front.ToolExposure == "" {
@@ -588,43 +353,28 @@ func validateFront(c *checker, cfg *Config, st *sections, getenv func(string) st
 	}
 }
 
-// boundedInt decodes an integer from lo to hi into dst; null leaves dst (the
-// default) alone.
-func (d *decoder) boundedInt(n ast.Node, field string, lo, hi int, dst *int) bool {
-	v, set, ok := d.integer(n, field)
-	if !ok || !set {
-		return ok
-	}
-	if msg := between(v, lo, hi); msg != "" {
-		d.errorf(posOf(n), field, "%s", msg)
-		return false
-	}
-	*dst = v
-	return true
-}
-
-// apiKeyEnv decodes the name of the variable holding an API key. The value
-// is never quoted in a message: the commonest mistake is pasting the key
-// itself here.
-func (d *decoder) apiKeyEnv(n ast.Node, field string) (string, bool, bool) {
-	v, set, ok := d.str(n, field)
-	if !ok || !set {
-		return "", set, ok
+// checkAPIKeyEnv checks the name of the variable holding an API key; a bad
+// one is cleared and counts as not set. The value is never quoted in a
+// message: the commonest mistake is pasting the key itself here.
+func checkAPIKeyEnv(s scope, v *string) bool {
+	if !s.set() {
+		return true
 	}
 	var msg string
 	switch {
-	case v == "":
+	case *v == "":
 		msg = "must name an environment variable (remove the key for no API key)"
-	case looksLikeKey(v):
+	case looksLikeKey(*v):
 		msg = "looks like an API key, not the name of a variable: put the key in an environment variable and name the variable here, e.g. api_key_env: OPENAI_API_KEY (the value is not shown)"
-	case !envNameRE.MatchString(v):
+	case !envNameRE.MatchString(*v):
 		msg = badRefMsg
+	default:
+		return true
 	}
-	if msg != "" {
-		d.errorf(posOf(n), field, "%s", msg)
-		return "", false, false
-	}
-	return v, true, true
+	s.atVal("%s", msg)
+	s.fail()
+	*v = ""
+	return false
 }
 
 // keyPrefixes start the API keys and tokens operators most often paste in

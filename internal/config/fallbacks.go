@@ -5,46 +5,18 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/goccy/go-yaml/ast"
 )
 
-// decodeFallbacks reads the fallbacks: mapping of namespaced tool to the list
-// of tools tried in its place. Lists whose items fail to decode are marked bad
-// so that validateFallbacks, which indexes items by position, skips them.
-func (d *decoder) decodeFallbacks(n ast.Node, st *sections) map[string][]string {
-	entries, _ := d.mapping(n, "fallbacks")
-	if len(entries) == 0 {
-		return nil
+// checkFallbackLists reports the fallbacks: entries without a tool. A list
+// with a problem is marked bad, so that validateFallbacks, which names
+// items by index, skips it.
+func checkFallbackLists(s scope, fallbacks map[string][]string) {
+	for _, key := range keysOf(s, fallbacks) {
+		if e := s.in(key); !e.broken() && len(fallbacks[key]) == 0 {
+			e.atKey("needs at least one fallback tool (remove the entry for none)")
+			e.fail()
+		}
 	}
-	out := make(map[string][]string, len(entries))
-	for _, e := range entries {
-		f := join("fallbacks", e.key)
-		st.pos[f] = e.pos
-		items, ok := d.sequence(e.value, f)
-		if !ok {
-			st.bad[f] = true
-			continue
-		}
-		if len(items) == 0 {
-			d.errorf(e.pos, f, "needs at least one fallback tool (remove the entry for none)")
-			st.bad[f] = true
-			continue
-		}
-		list := make([]string, 0, len(items))
-		for i, item := range items {
-			itemField := fmt.Sprintf("%s[%d]", f, i)
-			st.pos[itemField] = posOf(item)
-			v, itemOK := d.listString(item, itemField)
-			if !itemOK {
-				st.bad[f] = true
-				continue
-			}
-			list = append(list, v)
-		}
-		out[e.key] = list
-	}
-	return out
 }
 
 // validateFallbacks checks what needs the final settings and the servers: each
@@ -53,7 +25,7 @@ func (d *decoder) decodeFallbacks(n ast.Node, st *sections) map[string][]string 
 // until discovery, so only servers are checked here. The server check is
 // skipped when the servers could not all be read, or when a server is
 // unprefixed (its own tool names may contain the separator).
-func validateFallbacks(c *checker, cfg *Config, st *sections, servers []*Server, serversKnown bool) {
+func validateFallbacks(c *checker, cfg *Config, servers []*Server, serversKnown bool) {
 	sep := cfg.Settings.ToolNameSeparator
 	if len(cfg.Fallbacks) == 0 || (sep != "." && sep != "__") {
 		return // a bad separator is reported by the settings
@@ -80,8 +52,11 @@ func validateFallbacks(c *checker, cfg *Config, st *sections, servers []*Server,
 	}
 	for _, key := range slices.Sorted(maps.Keys(cfg.Fallbacks)) {
 		f := join("fallbacks", key)
+		if c.broken(f) {
+			continue // not a list, or an empty one: reported
+		}
 		check(f, key)
-		if st.bad[f] {
+		if c.spot(f).bad {
 			continue
 		}
 		first := map[string]int{}

@@ -4,8 +4,8 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml/ast"
@@ -101,10 +101,10 @@ func orOSGetenv(getenv func(string) string) func(string) string {
 func parse(name string, data []byte, getenv func(string) string) (*Config, Errors) {
 	cfg := &Config{File: name, Settings: DefaultSettings(), Skills: Skills{Classifier: DefaultClassifier()}}
 	src := map[string]settingSource{}
-	st := &sections{pos: map[string]Pos{}, bad: map[string]bool{}}
+	root := &spot{}
 	var errs Errors
 	var servers []*Server
-	var bad []map[string]bool
+	var spots []*spot
 	serversKnown := false
 	keys := sectionKeys{servers: "servers", settings: "settings"}
 
@@ -112,7 +112,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 		errs = append(errs, synErr)
 	} else {
 		d := newDecoder(name, f)
-		servers, bad, serversKnown = d.decodeTop(f, cfg, src, st, &keys)
+		servers, spots, serversKnown = d.decodeTop(f, cfg, src, root, &keys)
 		errs = append(errs, d.errs...)
 	}
 
@@ -122,14 +122,17 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 
 	authSrc, authErrs := applyAuthEnv(cfg, getenv)
 	errs = append(errs, authErrs...)
-	c := &checker{file: name, pos: st.pos}
-	validateAuth(c, cfg, st, authSrc, getenv)
-	validateFront(c, cfg, st, getenv)
+	c := newChecker(name, root)
+	validateAuth(c, cfg, authSrc, getenv)
+	validateFront(c, cfg, getenv)
 
 	for i, s := range servers {
-		if bad[i][""] {
+		sp := spots[i]
+		if sp.broken {
+			serversKnown = false // a prefix may be missing
 			continue
 		}
+		serversKnown = serversKnown && !sp.kid("prefix").bad
 		probs := s.applyShorthands()
 		probs = append(probs, validateServer(s)...)
 		probs = append(probs, s.expand(getenv)...)
@@ -137,7 +140,7 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 			probs = append(probs, problem{"url", InsecureTransportRefused})
 		}
 		for _, p := range probs {
-			if bad[i][topField(p.sub)] {
+			if top := topField(p.sub); top != "" && sp.kid(top).bad {
 				continue // its decoding error is already reported
 			}
 			pos := s.posFor(p.sub)
@@ -147,21 +150,14 @@ func parse(name string, data []byte, getenv func(string) string) (*Config, Error
 			s.DefaultAccess = AccessAllow
 		}
 	}
-	for i := range bad {
-		if bad[i][""] || bad[i]["prefix"] {
-			serversKnown = false // a prefix may be missing
-		}
-	}
-	validateFallbacks(c, cfg, st, servers, serversKnown)
-	validateClients(c, cfg, st, servers, serversKnown)
+	validateFallbacks(c, cfg, servers, serversKnown)
+	validateClients(c, cfg, servers, serversKnown)
 	errs = append(errs, c.errs...)
 
 	slices.SortFunc(servers, func(a, b *Server) int { return strings.Compare(a.Name, b.Name) })
 	cfg.Servers = servers
 	cfg.serversSection = keys.servers
-	if len(st.pos) > 0 {
-		cfg.Pos = st.pos
-	}
+	cfg.Pos = root.positions()
 	return cfg, errs
 }
 
@@ -183,11 +179,12 @@ const (
 type sectionKeys struct{ servers, settings string }
 
 // decodeTop decodes the document's top-level mapping into cfg (all but the
-// servers) and returns the servers, the fields of each that failed to decode,
-// and whether every server definition could be read (so a name missing from
-// them is really unknown). It records in keys how the file spelled the
-// servers and settings sections.
-func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSource, st *sections, keys *sectionKeys) ([]*Server, []map[string]bool, bool) {
+// servers, the other sections into the fields named by their yaml tags,
+// tracing them under root) and returns the servers, the spot of each, and whether
+// every server definition could be read (so a name missing from them is
+// really unknown). It records in keys how the file spelled the servers and
+// settings sections.
+func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSource, root *spot, keys *sectionKeys) ([]*Server, []*spot, bool) {
 	var body ast.Node
 	for _, doc := range f.Docs {
 		if doc == nil || doc.Body == nil {
@@ -205,13 +202,13 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 		switch r.(type) {
 		case *ast.MappingNode, *ast.MappingValueNode:
 		default:
-			d.errorf(posOf(r), "", "the top level must be a mapping with the keys %s, got %s", quotedTopKeys(), kindOf(r))
+			d.errorf(posOf(r), "", "the top level must be a mapping with the keys %s, got %s", quotedList(topKeys), kindOf(r))
 			return nil, nil, false
 		}
 	}
 	entries, topOK := d.mapping(body, "")
 	var servers []*Server
-	var bad []map[string]bool
+	var spots []*spot
 	serversKnown := topOK
 	seen := map[string]string{} // section -> the spelling met first
 	twice := func(e entry, section string) bool {
@@ -224,6 +221,7 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 		serversKnown = serversKnown && section != "servers"
 		return true
 	}
+	sections := infoOf(reflect.TypeFor[Config]())
 	for _, e := range entries {
 		switch e.key {
 		case "servers", seedServersKey:
@@ -232,50 +230,33 @@ func (d *decoder) decodeTop(f *ast.File, cfg *Config, src map[string]settingSour
 			}
 			keys.servers = e.key
 			var ok bool
-			servers, bad, ok = d.decodeServers(e.value, e.key)
+			servers, spots, ok = d.decodeServers(e.value, e.key)
 			serversKnown = serversKnown && ok
+			continue
 		case "settings", seedSettingsKey:
 			if twice(e, "settings") {
 				continue
 			}
 			keys.settings = e.key
 			d.decodeSettings(e.value, e.key, &cfg.Settings, src)
+			continue
+		}
+		field := sections.field(e.key)
+		if field == nil {
+			d.errorf(e.pos, e.key, "unknown top-level key %q: only %s are allowed%s", e.key, quotedList(topKeys), suggest(e.key, topKeys))
+			continue
+		}
+		a := d.child(at{s: root}, e.key, e.pos)
+		d.decode(e.value, reflect.ValueOf(cfg).Elem().Field(field.index), a, field.opts)
+		s := scope{d, a}
+		switch e.key {
 		case "auth":
-			cfg.Auth = d.decodeAuth(e.value, e.pos, st)
-			st.pos["auth"] = e.pos
-		case "authz":
-			cfg.Authz = d.decodeAuthz(e.value, st)
-			st.pos["authz"] = e.pos
+			cfg.Auth.Pos = e.pos
 		case "fallbacks":
-			cfg.Fallbacks = d.decodeFallbacks(e.value, st)
-			st.pos["fallbacks"] = e.pos
+			checkFallbackLists(s, cfg.Fallbacks)
 		case "tool_versions":
-			cfg.ToolVersions = d.decodeToolVersions(e.value, st)
-			st.pos["tool_versions"] = e.pos
-		case "search":
-			cfg.Search = d.decodeSearch(e.value, st)
-			st.pos["search"] = e.pos
-		case "skills":
-			cfg.Skills = d.decodeSkills(e.value, st)
-			st.pos["skills"] = e.pos
-		case "front":
-			cfg.Front = d.decodeFront(e.value, st)
-			st.pos["front"] = e.pos
-		case "clients":
-			cfg.Clients = d.decodeClients(e.value, st)
-			st.pos["clients"] = e.pos
-		default:
-			d.errorf(e.pos, e.key, "unknown top-level key %q: only %s are allowed%s", e.key, quotedTopKeys(), suggest(e.key, topKeys))
+			checkToolVersions(s, cfg.ToolVersions)
 		}
 	}
-	return servers, bad, serversKnown
-}
-
-// quotedTopKeys lists topKeys for messages: "a", "b" or "c".
-func quotedTopKeys() string {
-	quoted := make([]string, len(topKeys))
-	for i, k := range topKeys {
-		quoted[i] = strconv.Quote(k)
-	}
-	return joinOr(quoted)
+	return servers, spots, serversKnown
 }

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/goccy/go-yaml/ast"
 )
 
 // AuthOAuth makes the gateway an OAuth 2.1 resource server (the MCP
@@ -19,11 +17,6 @@ const AuthOAuth = "oauth"
 // a revoked token keeps working for as long as its answer is cached.
 const maxIntrospectionCacheSeconds = 300
 
-var (
-	oauthFields = []string{"resource", "issuer", "jwks_url", "introspection", "scopes", "scope_roles", "leeway_seconds", "claims"}
-	introFields = []string{"url", "client_id", "client_secret", "cache_seconds"}
-)
-
 // OAuth is mode oauth's section (yaml auth.oauth): which authorization
 // server issues the access tokens, how to check them, and the canonical URL
 // they must be issued for.
@@ -33,35 +26,35 @@ type OAuth struct {
 	// of its MCP endpoints). Required unless the gateway listens on
 	// loopback, where it is taken from each request; always required
 	// behind a proxy.
-	Resource string
+	Resource string `yaml:"resource"`
 	// Issuer is the authorization server's issuer identifier: tokens' iss
 	// must equal it, and the metadata names it in authorization_servers.
-	Issuer string
+	Issuer string `yaml:"issuer"`
 	// JWKSURL is the issuer's key set, for JWT access tokens (yaml jwks_url).
-	JWKSURL string
+	JWKSURL string `yaml:"jwks_url"`
 	// Introspection checks opaque access tokens (RFC 7662); nil when absent.
-	Introspection *Introspection
+	Introspection *Introspection `yaml:"introspection,alloc"`
 	// Scopes must all be granted to every token; a token without them gets
 	// 403 insufficient_scope.
-	Scopes []string
+	Scopes []string `yaml:"scopes,omitempty,nonblank"`
 	// ScopeRoles gives a token granted a scope (key) a role (value).
-	ScopeRoles map[string]string
+	ScopeRoles map[string]string `yaml:"scope_roles"`
 	// Leeway is the clock skew tolerated on exp and nbf (default 30s).
-	Leeway time.Duration
+	Leeway time.Duration `yaml:"leeway_seconds"`
 	// Claims names the identity claims, as in mode jwt.
-	Claims JWTClaims
+	Claims JWTClaims `yaml:"claims"`
 }
 
 // Introspection is an RFC 7662 endpoint and the gateway's client
 // credentials for it. ClientSecret is kept unexpanded (normally a ${VAR}
 // reference); the formatting methods never show a literal secret.
 type Introspection struct {
-	URL          string
-	ClientID     string
-	ClientSecret string
+	URL          string `yaml:"url"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
 	// Cache is how long an active answer is reused (yaml cache_seconds,
 	// default 30, 0 to 300; never beyond the token's exp).
-	Cache time.Duration
+	Cache time.Duration `yaml:"cache_seconds"`
 }
 
 // ExpandSecret returns the client secret with its ${VAR} references
@@ -115,119 +108,46 @@ func (in Introspection) MarshalJSON() ([]byte, error) {
 	}{r.URL, r.ClientID, r.ClientSecret, Seconds(r.Cache)})
 }
 
-// decodeOAuth reads auth.oauth.
-func (d *decoder) decodeOAuth(n ast.Node, field string, st *sections) *OAuth {
-	o := &OAuth{Leeway: DefaultJWT().Leeway, Claims: DefaultJWT().Claims}
-	entries, ok := d.mapping(n, field)
-	if !ok {
-		st.bad[field] = true
-	}
-	for _, e := range entries {
-		f := join(field, e.key)
-		ok := true
-		switch e.key {
-		case "resource":
-			o.Resource, _, ok = d.str(e.value, f)
-		case "issuer":
-			o.Issuer, _, ok = d.str(e.value, f)
-		case "jwks_url":
-			o.JWKSURL, _, ok = d.str(e.value, f)
-		case "introspection":
-			o.Introspection = d.decodeIntrospection(e.value, f, st)
-		case "scopes":
-			o.Scopes, ok = d.stringList(e.value, f, st)
-			for i, s := range o.Scopes {
-				if strings.ContainsFunc(s, isSpaceOrControl) {
-					d.errorf(st.pos[fmt.Sprintf("%s[%d]", f, i)], fmt.Sprintf("%s[%d]", f, i), "scope %q must not contain spaces", s)
-					ok = false
-				}
-			}
-		case "scope_roles":
-			o.ScopeRoles, ok = d.strMap(e.value, f, st.pos, f)
-			for s, role := range o.ScopeRoles {
-				if role == "" || strings.ContainsFunc(s, isSpaceOrControl) {
-					d.errorf(st.pos[f+"."+s], f+"."+s, "needs a scope without spaces and a role name, e.g. mcp:admin: admin")
-					ok = false
-				}
-			}
-		case "leeway_seconds":
-			var v float64
-			var set bool
-			if v, _, _, set, ok = d.number(e.value, f); ok && set {
-				if !(v >= 0 && v <= maxLeewaySeconds) {
-					d.errorf(posOf(e.value), f, "must be a number of seconds from 0 to %d", maxLeewaySeconds)
-					ok = false
-				} else {
-					o.Leeway = time.Duration(v * float64(time.Second))
-				}
-			}
-		case "claims":
-			ok = d.decodeClaims(e.value, f, &o.Claims, st)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, oauthFields))
-			continue
-		}
-		st.pos[f] = e.pos
-		if !ok {
-			st.bad[f] = true
+func (o *OAuth) setDefaults() { o.Leeway, o.Claims = DefaultJWT().Leeway, DefaultJWT().Claims }
+
+// check rejects scopes with spaces, scope_roles without a role and an
+// out-of-range leeway.
+func (o *OAuth) check(s scope) bool {
+	ok := true
+	for i, sc := range o.Scopes {
+		if it := s.in("scopes").item(i); !it.broken() && strings.ContainsFunc(sc, isSpaceOrControl) {
+			it.atKey("scope %q must not contain spaces", sc)
+			ok = false
 		}
 	}
-	return o
+	for _, sc := range keysOf(s.in("scope_roles"), o.ScopeRoles) {
+		if role, r := o.ScopeRoles[sc], s.in("scope_roles").in(sc); !r.broken() && (role == "" || strings.ContainsFunc(sc, isSpaceOrControl)) {
+			r.atKey("needs a scope without spaces and a role name, e.g. mcp:admin: admin")
+			ok = false
+		}
+	}
+	return s.in("leeway_seconds").secondsUpTo(maxLeewaySeconds) && ok
 }
 
-// decodeIntrospection reads auth.oauth.introspection.
-func (d *decoder) decodeIntrospection(n ast.Node, field string, st *sections) *Introspection {
-	in := &Introspection{Cache: 30 * time.Second}
-	entries, ok := d.mapping(n, field)
-	if !ok {
-		st.bad[field] = true
-	}
-	for _, e := range entries {
-		f := join(field, e.key)
-		ok := true
-		switch e.key {
-		case "url":
-			in.URL, _, ok = d.str(e.value, f)
-		case "client_id":
-			in.ClientID, _, ok = d.str(e.value, f)
-		case "client_secret":
-			in.ClientSecret, _, ok = d.str(e.value, f)
-		case "cache_seconds":
-			var v float64
-			var set bool
-			if v, _, _, set, ok = d.number(e.value, f); ok && set {
-				if !(v >= 0 && v <= maxIntrospectionCacheSeconds) {
-					d.errorf(posOf(e.value), f, "must be a number of seconds from 0 to %d", maxIntrospectionCacheSeconds)
-					ok = false
-				} else {
-					in.Cache = time.Duration(v * float64(time.Second))
-				}
-			}
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, introFields))
-			continue
-		}
-		st.pos[f] = e.pos
-		if !ok {
-			st.bad[f] = true
-		}
-	}
-	return in
+func (in *Introspection) setDefaults() { in.Cache = 30 * time.Second }
+
+func (in *Introspection) check(s scope) bool {
+	return s.in("cache_seconds").secondsUpTo(maxIntrospectionCacheSeconds)
 }
 
 // validateOAuth checks mode oauth's section once decoded.
-func validateOAuth(c *checker, a *Auth, st *sections, modeAt place, getenv func(string) string) {
+func validateOAuth(c *checker, a *Auth, modeAt place, getenv func(string) string) {
 	o := a.OAuth
 	if o == nil {
 		c.add(modeAt, "mode oauth needs an oauth: section with issuer and jwks_url or introspection "+
 			"(the built-in authorization server is not available yet)")
 		return
 	}
-	if st.bad["auth.oauth"] {
+	if c.broken("auth.oauth") {
 		return
 	}
 	at := func(f string) place { return place{field: "auth.oauth." + f} }
-	if o.Resource != "" && !st.bad["auth.oauth.resource"] {
+	if o.Resource != "" && !c.broken("auth.oauth.resource") {
 		if msg := checkHTTPURL(o.Resource); msg != "" {
 			c.add(at("resource"), "%s", msg)
 		} else if u, _ := url.Parse(o.Resource); (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
@@ -236,7 +156,7 @@ func validateOAuth(c *checker, a *Auth, st *sections, modeAt place, getenv func(
 		}
 	}
 	switch {
-	case st.bad["auth.oauth.issuer"]:
+	case c.broken("auth.oauth.issuer"):
 	case o.Issuer == "":
 		c.add(place{field: "auth.oauth"}, "needs issuer: the authorization server's issuer URL (tokens' iss must equal it)")
 	default:
@@ -244,15 +164,15 @@ func validateOAuth(c *checker, a *Auth, st *sections, modeAt place, getenv func(
 			c.add(at("issuer"), "%s", msg)
 		}
 	}
-	if o.JWKSURL == "" && o.Introspection == nil && !st.bad["auth.oauth.jwks_url"] && !st.bad["auth.oauth.introspection"] {
+	if o.JWKSURL == "" && o.Introspection == nil && !c.broken("auth.oauth.jwks_url") && !c.broken("auth.oauth.introspection") {
 		c.add(place{field: "auth.oauth"}, "needs jwks_url (JWT access tokens) or introspection (opaque access tokens), or both")
 	}
-	if o.JWKSURL != "" && !st.bad["auth.oauth.jwks_url"] {
+	if o.JWKSURL != "" && !c.broken("auth.oauth.jwks_url") {
 		if msg := checkHTTPURL(o.JWKSURL); msg != "" {
 			c.add(at("jwks_url"), "%s", msg)
 		}
 	}
-	if in := o.Introspection; in != nil && !st.bad["auth.oauth.introspection"] {
+	if in := o.Introspection; in != nil && !c.broken("auth.oauth.introspection") {
 		switch {
 		case in.URL == "":
 			c.add(at("introspection"), "needs url: the RFC 7662 introspection endpoint")

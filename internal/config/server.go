@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,18 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// serverFields are the keys a server definition may have, in documentation order.
-var serverFields = []string{
-	"transport", "description", "auto_start", "prefix",
-	"command", "args", "env", "env_passthrough", "cwd",
-	"url", "headers", "headers_from_env", "bearer_token_env_var", "health_check_url",
-	"default_access", "pin_definitions",
-	"restart_on_failure", "max_restart_attempts", "startup_timeout_seconds", "shutdown_timeout_seconds",
-	"start_on_demand", "idle_timeout_seconds", "health_check", "max_result_bytes", "protocol_version", "package",
-}
-
-// healthCheckFields are the keys of a server's health_check mapping.
-var healthCheckFields = []string{"method", "tool", "args", "interval_seconds", "timeout_seconds"}
+// serverFields are the keys a server definition may have, in documentation
+// order.
+var serverFields = infoOf(reflect.TypeFor[Server]()).keys
 
 // healthMethods are the values of health_check.method.
 var healthMethods = []string{HealthPing, HealthToolCall, HealthHTTP}
@@ -37,10 +29,10 @@ var healthMethods = []string{HealthPing, HealthToolCall, HealthHTTP}
 type problem struct{ sub, msg string }
 
 // decodeServers reads the servers: mapping (spelled key: servers or
-// mcp_servers). Each server comes with the set of its fields that failed to
-// decode, whose validation is skipped to avoid reporting one mistake twice; ok
-// is false when servers may be missing.
-func (d *decoder) decodeServers(n ast.Node, key string) ([]*Server, []map[string]bool, bool) {
+// mcp_servers). Each server comes with its spot, whose bad fields are not
+// validated, to avoid reporting one mistake twice; ok is false when servers
+// may be missing.
+func (d *decoder) decodeServers(n ast.Node, key string) ([]*Server, []*spot, bool) {
 	if r, ok := d.resolve(n, key); ok {
 		if _, isSeq := r.(*ast.SequenceNode); isSeq {
 			d.errorf(posOf(r), key, "must be a mapping of server name to definition, got a list")
@@ -49,220 +41,23 @@ func (d *decoder) decodeServers(n ast.Node, key string) ([]*Server, []map[string
 	}
 	entries, complete := d.mapping(n, key)
 	var servers []*Server
-	var bad []map[string]bool
+	var spots []*spot
 	for _, e := range entries {
-		s := &Server{Name: e.key, Pos: map[string]Pos{"": e.pos}}
-		b := d.decodeServer(s, e.value, join(key, e.key))
+		s := &Server{Name: e.key}
+		a := d.child(at{key, &spot{}}, e.key, e.pos)
+		d.decode(e.value, reflect.ValueOf(s).Elem(), a, tagOpts{})
+		s.Pos = a.s.positions()
 		servers = append(servers, s)
-		bad = append(bad, b)
+		spots = append(spots, a.s)
 	}
-	return servers, bad, complete
+	return servers, spots, complete
 }
 
-// decodeServer fills s from the mapping at n and returns the fields that could not
-// be decoded ("" when the whole definition could not).
-func (d *decoder) decodeServer(s *Server, n ast.Node, path string) map[string]bool {
-	bad := map[string]bool{}
-	entries, ok := d.mapping(n, path)
-	if !ok {
-		bad[""] = true // fields may be missing: skip validating what is there
+func (s *Server) unknownKey(key string, known []string) string {
+	if key == "name" {
+		return "unknown field \"name\": the server name is its key under servers"
 	}
-	strs := map[string]*string{
-		"transport":            &s.Transport,
-		"description":          &s.Description,
-		"command":              &s.Command,
-		"cwd":                  &s.Cwd,
-		"url":                  &s.URL,
-		"bearer_token_env_var": &s.BearerTokenEnvVar,
-		"health_check_url":     &s.HealthCheckURL,
-		"default_access":       &s.DefaultAccess,
-		"package":              &s.Package,
-		"protocol_version":     &s.ProtocolVersion,
-	}
-	secs := map[string]*Seconds{
-		"startup_timeout_seconds":  &s.StartupTimeout,
-		"shutdown_timeout_seconds": &s.ShutdownTimeout,
-		"idle_timeout_seconds":     &s.IdleTimeout,
-	}
-	for _, e := range entries {
-		field := join(path, e.key)
-		s.Pos[e.key] = e.pos
-		ok := true
-		switch e.key {
-		case "auto_start":
-			var v, set bool
-			if v, set, ok = d.boolean(e.value, field); ok && set {
-				s.AutoStart = &v
-			}
-		case "restart_on_failure":
-			var v, set bool
-			if v, set, ok = d.boolean(e.value, field); ok && set {
-				s.RestartOnFailure = &v
-			}
-		case "pin_definitions":
-			var v, set bool
-			if v, set, ok = d.boolean(e.value, field); ok && set {
-				s.PinDefinitions = &v
-			}
-		case "start_on_demand":
-			s.StartOnDemand, _, ok = d.boolean(e.value, field)
-		case "max_restart_attempts":
-			var v int
-			var set bool
-			if v, set, ok = d.integer(e.value, field); ok && set {
-				s.MaxRestartAttempts = &v
-			}
-		case "startup_timeout_seconds", "shutdown_timeout_seconds", "idle_timeout_seconds":
-			*secs[e.key], ok = d.seconds(e.value, field)
-		case "max_result_bytes":
-			s.MaxResultBytes, _, ok = d.integer(e.value, field)
-		case "health_check":
-			s.HealthCheck, ok = d.healthCheck(e.value, field, s.Pos)
-		case "prefix":
-			var v string
-			var set bool
-			if v, set, ok = d.str(e.value, field); ok && set {
-				s.Prefix = &v
-			}
-		case "args":
-			s.Args, ok = d.strList(e.value, field, s.Pos, e.key)
-		case "env_passthrough":
-			s.EnvPassthrough, ok = d.strList(e.value, field, s.Pos, e.key)
-		case "env":
-			s.Env, ok = d.strMap(e.value, field, s.Pos, e.key)
-		case "headers":
-			s.Headers, ok = d.strMap(e.value, field, s.Pos, e.key)
-		case "headers_from_env":
-			s.HeadersFromEnv, ok = d.strMap(e.value, field, s.Pos, e.key)
-		case "name":
-			d.errorf(e.pos, field, "unknown field \"name\": the server name is its key under servers")
-			delete(s.Pos, e.key)
-			continue
-		default:
-			p, known := strs[e.key]
-			if !known {
-				d.errorf(e.pos, field, "unknown field %q%s", e.key, suggest(e.key, serverFields))
-				delete(s.Pos, e.key)
-				continue
-			}
-			*p, _, ok = d.str(e.value, field)
-		}
-		if !ok {
-			bad[e.key] = true
-		}
-	}
-	return bad
-}
-
-// healthCheck decodes a server's health_check mapping, recording each key's
-// position as pos["health_check.key"]. Null means no health_check.
-func (d *decoder) healthCheck(n ast.Node, field string, pos map[string]Pos) (*HealthCheck, bool) {
-	entries, ok := d.mapping(n, field)
-	if entries == nil {
-		return nil, ok
-	}
-	h := &HealthCheck{}
-	for _, e := range entries {
-		f := join(field, e.key)
-		itemOK := true
-		switch e.key {
-		case "method":
-			h.Method, _, itemOK = d.str(e.value, f)
-		case "tool":
-			h.Tool, _, itemOK = d.str(e.value, f)
-		case "args":
-			var v any
-			if v, itemOK = d.value(e.value, f); itemOK {
-				switch m := v.(type) {
-				case map[string]any:
-					h.Args = m
-				case nil:
-				default:
-					d.errorf(posOf(e.value), f, "must be a mapping of argument names to values, got %s", kindOfValue(v))
-					itemOK = false
-				}
-			}
-		case "interval_seconds":
-			h.Interval, itemOK = d.seconds(e.value, f)
-		case "timeout_seconds":
-			h.Timeout, itemOK = d.seconds(e.value, f)
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, healthCheckFields))
-			ok = false
-			continue
-		}
-		pos["health_check."+e.key] = e.pos
-		ok = ok && itemOK
-	}
-	return h, ok
-}
-
-// kindOfValue names the kind of a decoded value for type errors, never the
-// value itself.
-func kindOfValue(v any) string {
-	switch v.(type) {
-	case []any:
-		return "a list"
-	case string:
-		return "a string"
-	case int64:
-		return "an integer"
-	case float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	}
-	return "an unsupported value"
-}
-
-// strList decodes a list of strings, recording each item's position as
-// pos["key[i]"].
-func (d *decoder) strList(n ast.Node, field string, pos map[string]Pos, key string) ([]string, bool) {
-	items, ok := d.sequence(n, field)
-	if !ok {
-		return nil, false
-	}
-	var out []string
-	for i, item := range items {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		v, set, itemOK := d.str(item, f)
-		if itemOK && !set {
-			d.errorf(posOf(item), f, "must be a string, got null")
-			itemOK = false
-		}
-		if !itemOK {
-			ok = false
-			continue
-		}
-		pos[fmt.Sprintf("%s[%d]", key, i)] = posOf(item)
-		out = append(out, v)
-	}
-	return out, ok
-}
-
-// strMap decodes a mapping of strings to strings, recording each key's position as
-// pos["key.name"]. Type errors never quote the value, which may be secret.
-func (d *decoder) strMap(n ast.Node, field string, pos map[string]Pos, key string) (map[string]string, bool) {
-	entries, ok := d.mapping(n, field)
-	var out map[string]string
-	for _, e := range entries {
-		f := join(field, e.key)
-		v, set, itemOK := d.str(e.value, f)
-		if itemOK && !set {
-			d.errorf(e.pos, f, "must be a string, got null (write \"\" for an empty value)")
-			itemOK = false
-		}
-		if !itemOK {
-			ok = false
-			continue
-		}
-		if out == nil {
-			out = make(map[string]string, len(entries))
-		}
-		out[e.key] = v
-		pos[key+"."+e.key] = e.pos
-	}
-	return out, ok
+	return fmt.Sprintf("unknown field %q%s", key, suggest(key, known))
 }
 
 // ValidateServer validates one server definition that did not come from a file

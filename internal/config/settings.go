@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -353,43 +354,13 @@ func (d *decoder) decodeSettings(n ast.Node, key string, s *Settings, src map[st
 	}
 }
 
-// decodeSetting stores the value at n into ptr; it reports whether a value was set.
+// decodeSetting stores the value at n into ptr, unless it is null or has a
+// problem; it reports whether a value was stored. Durations are seconds, and
+// a list skips null items.
 func (d *decoder) decodeSetting(n ast.Node, field string, ptr any) bool {
 	switch p := ptr.(type) {
-	case *string:
-		v, set, ok := d.str(n, field)
-		if ok && set {
-			*p = v
-		}
-		return ok && set
-	case *bool:
-		v, set, ok := d.boolean(n, field)
-		if ok && set {
-			*p = v
-		}
-		return ok && set
-	case *int:
-		_, i, isInt, set, ok := d.number(n, field)
-		if !ok || !set {
-			return false
-		}
-		if !isInt || int64(int(i)) != i {
-			d.errorf(posOf(n), field, "must be an integer")
-			return false
-		}
-		*p = int(i)
-		return true
-	case *float64:
-		v, _, _, set, ok := d.number(n, field)
-		if ok && set {
-			*p = v
-		}
-		return ok && set
 	case *[]string:
 		items, ok := d.sequence(n, field)
-		if !ok {
-			return false
-		}
 		list := make([]string, 0, len(items))
 		for i, item := range items {
 			v, set, itemOK := d.str(item, fmt.Sprintf("%s[%d]", field, i))
@@ -402,12 +373,6 @@ func (d *decoder) decodeSetting(n ast.Node, field string, ptr any) bool {
 			*p = list
 		}
 		return ok
-	case **ListenTLS:
-		t, set, ok := d.decodeListenTLS(n, field)
-		if ok && set {
-			*p = t
-		}
-		return ok && set
 	case *time.Duration:
 		v, _, _, set, ok := d.number(n, field)
 		if !ok || !set {
@@ -421,7 +386,13 @@ func (d *decoder) decodeSetting(n ast.Node, field string, ptr any) bool {
 		*p = dur
 		return true
 	}
-	panic(fmt.Sprintf("config: setting %s has unsupported type %T", field, ptr))
+	v := reflect.New(reflect.TypeOf(ptr).Elem()).Elem()
+	a := at{field, &spot{}}
+	if !d.decode(n, v, a, tagOpts{}) || a.s.null {
+		return false
+	}
+	reflect.ValueOf(ptr).Elem().Set(v)
+	return true
 }
 
 // applyEnv overrides settings from the environment. An empty variable counts as

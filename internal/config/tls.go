@@ -2,67 +2,30 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
-
-	"github.com/goccy/go-yaml/ast"
 )
 
 // listenTLSFields are the keys of settings.listen_tls.
-var listenTLSFields = []string{"cert_file", "key_file", "client_ca_file", "client_auth", "min_version"}
+var listenTLSFields = infoOf(reflect.TypeFor[ListenTLS]()).keys
 
-// decodeListenTLS reads settings.listen_tls. set is false for null (plain
-// HTTP, as if absent).
-func (d *decoder) decodeListenTLS(n ast.Node, field string) (t *ListenTLS, set, ok bool) {
-	rn, ok := d.resolve(n, field)
-	if !ok {
-		return nil, false, false
-	}
-	if isNull(rn) {
-		return nil, false, true
-	}
-	entries, ok := d.mapping(n, field)
-	if !ok {
-		return nil, false, false
-	}
-	t = &ListenTLS{}
-	for _, e := range entries {
-		f := join(field, e.key)
-		var v string
-		var vok bool
-		switch e.key {
-		case "cert_file":
-			t.CertFile, _, vok = d.str(e.value, f)
-		case "key_file":
-			t.KeyFile, _, vok = d.str(e.value, f)
-		case "client_ca_file":
-			t.ClientCAFile, _, vok = d.str(e.value, f)
-		case "client_auth":
-			if v, _, vok = d.str(e.value, f); vok {
-				if msg := oneOf(v, ClientAuthRequest, ClientAuthRequire); msg != "" {
-					d.errorf(posOf(e.value), f, "%s", msg)
-					vok = false
-				}
-				t.ClientAuth = v
+// check rejects unknown values of client_auth and min_version (null counts
+// as ""), then fills the defaults.
+func (t *ListenTLS) check(s scope) bool {
+	ok := true
+	for _, f := range []struct {
+		key, v  string
+		allowed []string
+	}{{"client_auth", t.ClientAuth, []string{ClientAuthRequest, ClientAuthRequire}}, {"min_version", t.MinVersion, []string{TLS12, TLS13}}} {
+		if k := s.in(f.key); k.has() && !k.broken() {
+			if msg := oneOf(f.v, f.allowed...); msg != "" {
+				k.atVal("%s", msg)
+				ok = false
 			}
-		case "min_version":
-			if v, _, vok = d.str(e.value, f); vok {
-				if msg := oneOf(v, TLS12, TLS13); msg != "" {
-					d.errorf(posOf(e.value), f, "%s", msg)
-					vok = false
-				}
-				t.MinVersion = v
-			}
-		default:
-			d.errorf(e.pos, f, "unknown field %q%s", e.key, suggest(e.key, listenTLSFields))
-			vok = false
 		}
-		ok = ok && vok
-	}
-	if !ok {
-		return nil, false, false
 	}
 	fillListenTLS(t)
-	return t, true, true
+	return ok
 }
 
 // fillListenTLS sets the defaults of the fields left out.

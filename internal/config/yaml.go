@@ -11,14 +11,22 @@ import (
 	"github.com/goccy/go-yaml/token"
 )
 
-// decoder walks a goccy/go-yaml AST into typed values. We walk the AST rather than
-// use yaml.Unmarshal so that every problem (not just the first) is collected with
-// its position, and so that scalars keep their source text.
+// decoder reads a goccy/go-yaml AST into the typed structs (decode.go).
+// goccy's own decoder, even with yaml.Strict, stops at the first problem,
+// converts between kinds (1.5 into an int, 0x1F into the string "31") and
+// reports unknown keys in map order; its path API (yaml.PathString and
+// FilterFile) neither follows aliases and merge keys nor gives a key's
+// position. So the AST is walked here: every problem is collected with its
+// position, scalars keep their source text, and the position of each field
+// is recorded as it is read.
 type decoder struct {
 	file    string
 	errs    Errors
 	anchors []anchorDef
 	flat    map[*ast.MappingNode]*flatMapping
+	seq     int // counts the spots made, to order them
+	values  int // counts the values read by value
+	open    map[ast.Node]bool
 }
 
 type anchorDef struct {
@@ -43,6 +51,10 @@ type flatMapping struct {
 // maxAliasChain bounds alias-to-alias-to-... resolution, which could otherwise loop
 // on a document such as "a: &x *x".
 const maxAliasChain = 32
+
+// maxValues bounds the values of a free-form mapping (a health check's
+// arguments) once aliases are expanded.
+const maxValues = 100_000
 
 // parseYAML parses data; on a syntax error it returns the error as an *Error with
 // the position goccy reports.
@@ -78,7 +90,7 @@ func parseYAML(file string, data []byte) (f *ast.File, synErr *Error) {
 }
 
 func newDecoder(file string, f *ast.File) *decoder {
-	d := &decoder{file: file, flat: map[*ast.MappingNode]*flatMapping{}}
+	d := &decoder{file: file, flat: map[*ast.MappingNode]*flatMapping{}, open: map[ast.Node]bool{}}
 	for _, doc := range f.Docs {
 		if doc != nil && doc.Body != nil {
 			ast.Walk(anchorCollector{d}, doc.Body)
@@ -368,23 +380,6 @@ func (d *decoder) str(n ast.Node, field string) (s string, set, ok bool) {
 	return s, true, true
 }
 
-// boolean decodes a YAML boolean (true/false). set is false for null.
-func (d *decoder) boolean(n ast.Node, field string) (v, set, ok bool) {
-	n, ok = d.resolve(n, field)
-	if !ok {
-		return false, false, false
-	}
-	if isNull(n) {
-		return false, false, true
-	}
-	b, isBool := n.(*ast.BoolNode)
-	if !isBool {
-		d.errorf(posOf(n), field, "must be true or false, got %s", kindOf(n))
-		return false, false, false
-	}
-	return b.Value, true, true
-}
-
 // number decodes an integer or float. isInt reports whether it was written as an
 // integer. set is false for null.
 func (d *decoder) number(n ast.Node, field string) (v float64, i int64, isInt, set, ok bool) {
@@ -417,44 +412,34 @@ func (d *decoder) number(n ast.Node, field string) (v float64, i int64, isInt, s
 	return 0, 0, false, false, false
 }
 
-// integer decodes an integer that fits an int. set is false for null.
-func (d *decoder) integer(n ast.Node, field string) (v int, set, ok bool) {
-	_, i, isInt, set, ok := d.number(n, field)
-	if !ok || !set {
-		return 0, false, ok
-	}
-	if !isInt || int64(int(i)) != i {
-		d.errorf(posOf(n), field, "must be an integer")
-		return 0, false, false
-	}
-	return int(i), true, true
-}
-
-// seconds decodes a number of seconds (greater than 0, at most maxSeconds);
-// null is 0, unset.
-func (d *decoder) seconds(n ast.Node, field string) (Seconds, bool) {
-	v, _, _, set, ok := d.number(n, field)
-	if !ok || !set {
-		return 0, ok
-	}
-	dur, msg := seconds(v)
-	if msg != "" {
-		d.errorf(posOf(n), field, "%s", msg)
-		return 0, false
-	}
-	return Seconds(dur), true
-}
-
 // value decodes any YAML value into what encoding/json would produce from
 // the equivalent JSON, except that integers stay int64: map[string]any,
 // []any, string, int64, float64, bool or nil.
 func (d *decoder) value(n ast.Node, field string) (any, bool) {
+	alias := n
 	n, ok := d.resolve(n, field)
 	if !ok {
 		return nil, false
 	}
 	if isNull(n) {
 		return nil, true
+	}
+	// An alias can make a value contain itself, or expand a small file into
+	// a huge value: both are errors rather than a hang.
+	if d.values++; d.values > maxValues {
+		if d.values == maxValues+1 {
+			d.errorf(posOf(alias), field, "too large: aliases expand it to more than %d values", maxValues)
+		}
+		return nil, false
+	}
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode, *ast.SequenceNode:
+		if d.open[n] {
+			d.errorf(posOf(alias), field, "contains itself through an alias")
+			return nil, false
+		}
+		d.open[n] = true
+		defer delete(d.open, n)
 	}
 	switch t := n.(type) {
 	case *ast.MappingNode, *ast.MappingValueNode:
