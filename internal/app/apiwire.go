@@ -17,7 +17,13 @@ import (
 func (a *App) apiHandler() http.Handler {
 	ao := &admin.Options{DB: a.db, Engine: a.sec.engine, Authn: a.sec.authn, Catalog: a.cat, Servers: a.reg,
 		Events: a.events, Publish: a.cluster.Publish}
+	// A nil *authserver.Server in the interface would not read as nil.
+	var oauthAdmin api.OAuthAdmin
+	if a.authSrv != nil {
+		oauthAdmin = a.authSrv
+	}
 	return api.New(a.reg, a.cat, a.pipe, &api.Options{
+		OAuth:  oauthAdmin,
 		Logger: a.logger, Ready: a.Ready, Events: a.events,
 		Keys:      admin.NewKeys(ao),
 		Policies:  admin.NewPolicies(ao),

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/switchboard-mcp/switchboard/internal/audit"
+	"github.com/switchboard-mcp/switchboard/internal/authserver"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/catalog"
 	"github.com/switchboard-mcp/switchboard/internal/cluster"
@@ -80,7 +82,8 @@ type App struct {
 	cluster  *cluster.Cluster
 	browser  *httpguard.Guard // Host, Origin and body checks of every route
 	esc      *escalation.Service
-	tls      *tlsserve.Source // settings.listen_tls; nil: plain HTTP
+	authSrv  *authserver.Server // auth.mode oauth without an issuer; nil otherwise
+	tls      *tlsserve.Source   // settings.listen_tls; nil: plain HTTP
 	tracing  *telemetry.Tracing
 	start    []string // the servers to start
 	ready    atomic.Bool
@@ -165,7 +168,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	}
 	keys, err := secrets.Load(o.Getenv)
 	if err == nil && keys == nil && ic.Mode == identity.ModeLocal && !db.IsPostgres() {
-		keys, err = localSecretKey(s.Store, log)
+		keys, err = secrets.LocalKey(filepath.Dir(store.RedactDSN(s.Store)), log)
 	}
 	if err != nil {
 		db.Close()
@@ -181,6 +184,15 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		cat: catalog.New(&catalog.Options{Separator: s.ToolNameSeparator}), group: group, ctx: gctx, cancel: cancel}
 	a.cfg.Store(cfg)
 	a.cluster = cluster.New(db, cluster.ReplicaName(), &cluster.Options{Logger: log, Version: o.Version, Addr: s.Listen, Scheme: a.scheme()})
+	// Users sign in to the built-in authorization server with an API key,
+	// checked by the authenticator built just below.
+	signIn := func(ctx context.Context, key string) (authz.Identity, error) {
+		return a.sec.authn.AuthenticateToken(ctx, key)
+	}
+	if a.authSrv, err = newAuthServer(cfg, listen, a.scheme(), ic.OAuth, keys, db, guard, o.Getenv, log, signIn); err != nil {
+		a.Close(ctx)
+		return nil, err
+	}
 	if a.sec, err = newSecurity(ctx, cfg, ic, securityDeps{db: db, cat: a.cat, cluster: a.cluster, metrics: a.metrics,
 		events: a.events, guard: guard, logger: log}); err != nil {
 		a.Close(ctx)
@@ -291,6 +303,14 @@ func (a *App) startLoops() {
 		if a.tls != nil {
 			a.group.Go(func() error { a.tls.Run(ctx); return nil })
 		}
+		if a.authSrv != nil {
+			a.group.Go(func() error {
+				if err := a.authSrv.Run(ctx); err != nil && ctx.Err() == nil {
+					a.logger.Error("authorization server stopped", "error", err)
+				}
+				return nil
+			})
+		}
 	})
 }
 
@@ -344,15 +364,22 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("/", authn(apiHandler))
 	guarded := a.browser.Handler(mux)
 	md := a.sec.authn.MetadataHandler()
-	if md == nil {
+	if md == nil && a.authSrv == nil {
 		return guarded
 	}
-	// The protected resource metadata (RFC 9728) is public and fetched by
-	// browser-based clients from their own origin: it stays outside the
-	// browser guard, which refuses foreign origins.
+	// The protected resource metadata (RFC 9728) and the authorization
+	// server's endpoints are called by browser-based clients from their own
+	// origin: they stay outside the browser guard, which refuses foreign
+	// origins (the authorization server's pages protect themselves: a
+	// cookie bound to the request, a CSRF token, an Origin check).
 	outer := http.NewServeMux()
-	outer.Handle(identity.MetadataPath, md)
-	outer.Handle(identity.MetadataPath+"/", md)
+	if md != nil {
+		outer.Handle(identity.MetadataPath, md)
+		outer.Handle(identity.MetadataPath+"/", md)
+	}
+	if a.authSrv != nil {
+		a.authSrv.Register(outer)
+	}
 	outer.Handle("/", guarded)
 	return outer
 }

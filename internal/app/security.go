@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -85,18 +83,8 @@ func retryPolicy(s config.Settings) resilience.RetryPolicy {
 		Base:        time.Duration(s.RetryBaseMS) * time.Millisecond,
 		Factor:      s.RetryFactor,
 		MaxDelay:    time.Duration(s.RetryMaxDelayMS) * time.Millisecond,
-		Jitter:      jitter20,
+		Jitter:      resilience.Spread(0.2), // the issue's ±20 %: callers failing together do not retry together
 	}
-}
-
-// jitter20 spreads a delay uniformly over ±20% (the figure), so
-// callers failing together do not retry together.
-func jitter20(d time.Duration) time.Duration {
-	if d <= 0 {
-		return d
-	}
-	f := 0.8 + 0.4*rand.Float64()
-	return time.Duration(math.Round(float64(d) * f))
 }
 
 // securityDeps are what the security parts are built on.

@@ -43,6 +43,108 @@ type OAuth struct {
 	Leeway time.Duration `yaml:"leeway_seconds"`
 	// Claims names the identity claims, as in mode jwt.
 	Claims JWTClaims `yaml:"claims"`
+	// Server configures the built-in authorization server, which runs when
+	// no issuer is given (yaml server); nil means its defaults.
+	Server *OAuthServer `yaml:"server,alloc"`
+}
+
+// BuiltIn reports whether the gateway runs its own authorization server:
+// mode oauth with no external issuer.
+func (o *OAuth) BuiltIn() bool { return o == nil || o.Issuer == "" }
+
+// BuiltInServer is the built-in server's section; nil when there is none.
+func (o *OAuth) BuiltInServer() *OAuthServer {
+	if o == nil {
+		return nil
+	}
+	return o.Server
+}
+
+// OAuthServer is the built-in authorization server's section (yaml
+// auth.oauth.server). Zero values mean the defaults in parentheses.
+type OAuthServer struct {
+	// AccessTokenTTL is how long an access token is valid (3600 s).
+	AccessTokenTTL time.Duration `yaml:"access_token_ttl_seconds"`
+	// RefreshTokenTTL is how long a refresh token is valid from each
+	// rotation (30 days).
+	RefreshTokenTTL time.Duration `yaml:"refresh_token_ttl_seconds"`
+	// Registration is dynamic client registration: open, token (with
+	// RegistrationToken) or off (open).
+	Registration string `yaml:"registration"`
+	// RegistrationToken is the initial access token registration needs in
+	// mode token, normally a ${VAR} reference; kept unexpanded.
+	RegistrationToken string `yaml:"registration_token"`
+	// MaxClients caps the registered clients (10000).
+	MaxClients int `yaml:"max_clients"`
+	// ClientMetadataDocuments accepts client IDs that are URLs of client
+	// ID metadata documents (true).
+	ClientMetadataDocuments *bool `yaml:"client_metadata_documents"`
+	// Upstream signs users in at the organisation's OpenID provider; nil
+	// signs them in with an API key.
+	Upstream *OAuthUpstream `yaml:"upstream,alloc"`
+}
+
+// OAuthUpstream is the OpenID provider users sign in with (yaml
+// auth.oauth.server.upstream). ClientSecret is kept unexpanded.
+type OAuthUpstream struct {
+	Issuer       string   `yaml:"issuer"`
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret string   `yaml:"client_secret"`
+	Scopes       []string `yaml:"scopes,omitempty,nonblank"`
+	// Claims names the ID token's claims carried into access tokens.
+	Claims JWTClaims `yaml:"claims"`
+}
+
+// Registration modes of the built-in authorization server.
+const (
+	RegistrationOpen  = "open"
+	RegistrationToken = "token"
+	RegistrationOff   = "off"
+)
+
+// maxTokenTTLSeconds bounds the built-in server's token lifetimes (a year).
+const maxTokenTTLSeconds = 365 * 24 * 3600
+
+func (o *OAuthServer) check(s scope) bool {
+	ok := s.in("access_token_ttl_seconds").secondsUpTo(maxTokenTTLSeconds)
+	ok = s.in("refresh_token_ttl_seconds").secondsUpTo(maxTokenTTLSeconds) && ok
+	ok = s.in("registration").oneOf(o.Registration, RegistrationOpen, RegistrationToken, RegistrationOff) && ok
+	ok = s.in("max_clients").between(o.MaxClients, 1, 10_000_000) && ok
+	if o.Registration == RegistrationToken && o.RegistrationToken == "" && !s.in("registration").broken() {
+		s.in("registration").atVal("registration: token needs registration_token (an initial access token, e.g. \"${OAUTH_REGISTRATION_TOKEN}\")")
+		ok = false
+	}
+	return ok
+}
+
+// ExpandRegistrationToken resolves the registration token's ${VAR}
+// references; "" when none is configured.
+func (o *OAuthServer) ExpandRegistrationToken(getenv func(string) string) (string, error) {
+	return expandField("auth.oauth.server.registration_token", o.RegistrationToken, getenv)
+}
+
+// ExpandClientSecret resolves the upstream client secret's ${VAR}
+// references; "" when none is configured.
+func (u *OAuthUpstream) ExpandClientSecret(getenv func(string) string) (string, error) {
+	return expandField("auth.oauth.server.upstream.client_secret", u.ClientSecret, getenv)
+}
+
+func (u *OAuthUpstream) setDefaults() { u.Claims = DefaultJWT().Claims }
+
+// expandField resolves the ${VAR} references of a secret field's value.
+func expandField(field, value string, getenv func(string) string) (string, error) {
+	if value == "" {
+		return "", nil
+	}
+	v, msgs := expandVars(value, orOSGetenv(getenv))
+	if len(msgs) > 0 {
+		errs := make(Errors, len(msgs))
+		for i, m := range msgs {
+			errs[i] = &Error{Field: field, Msg: m}
+		}
+		return "", asError(errs)
+	}
+	return v, nil
 }
 
 // Introspection is an RFC 7662 endpoint and the gateway's client
@@ -139,9 +241,7 @@ func (in *Introspection) check(s scope) bool {
 func validateOAuth(c *checker, a *Auth, modeAt place, getenv func(string) string) {
 	o := a.OAuth
 	if o == nil {
-		c.add(modeAt, "mode oauth needs an oauth: section with issuer and jwks_url or introspection "+
-			"(the built-in authorization server is not available yet)")
-		return
+		return // the built-in authorization server, with its defaults
 	}
 	if c.broken("auth.oauth") {
 		return
@@ -155,16 +255,24 @@ func validateOAuth(c *checker, a *Auth, modeAt place, getenv func(string) string
 				"the MCP endpoints' resources are derived from it")
 		}
 	}
+	external := o.JWKSURL != "" || o.Introspection != nil
 	switch {
 	case c.broken("auth.oauth.issuer"):
+	case o.Issuer == "" && external:
+		c.add(place{field: "auth.oauth"}, "needs issuer: the authorization server's issuer URL (tokens' iss must equal it); "+
+			"leave out issuer, jwks_url and introspection to run the built-in authorization server")
 	case o.Issuer == "":
-		c.add(place{field: "auth.oauth"}, "needs issuer: the authorization server's issuer URL (tokens' iss must equal it)")
+		validateOAuthServer(c, o, getenv)
+		return
 	default:
 		if msg := checkHTTPURL(o.Issuer); msg != "" {
 			c.add(at("issuer"), "%s", msg)
 		}
+		if o.Server != nil {
+			c.add(at("server"), "configures the built-in authorization server, which runs only without an issuer")
+		}
 	}
-	if o.JWKSURL == "" && o.Introspection == nil && !c.broken("auth.oauth.jwks_url") && !c.broken("auth.oauth.introspection") {
+	if !external && !c.broken("auth.oauth.jwks_url") && !c.broken("auth.oauth.introspection") {
 		c.add(place{field: "auth.oauth"}, "needs jwks_url (JWT access tokens) or introspection (opaque access tokens), or both")
 	}
 	if o.JWKSURL != "" && !c.broken("auth.oauth.jwks_url") {
@@ -189,6 +297,45 @@ func validateOAuth(c *checker, a *Auth, modeAt place, getenv func(string) string
 			for _, m := range msgs {
 				c.add(at("introspection.client_secret"), "%s", m)
 			}
+		}
+	}
+}
+
+// validateOAuthServer checks the built-in authorization server's secret
+// references once decoded.
+func validateOAuthServer(c *checker, o *OAuth, getenv func(string) string) {
+	srv := o.Server
+	if srv == nil || c.broken("auth.oauth.server") {
+		return
+	}
+	for _, f := range []struct{ field, value string }{
+		{"auth.oauth.server.registration_token", srv.RegistrationToken},
+		{"auth.oauth.server.upstream.client_secret", func() string {
+			if srv.Upstream == nil {
+				return ""
+			}
+			return srv.Upstream.ClientSecret
+		}()},
+	} {
+		if f.value == "" {
+			continue
+		}
+		_, msgs := expandVars(f.value, getenv)
+		for _, m := range msgs {
+			c.add(place{field: f.field}, "%s", m)
+		}
+	}
+	if u := srv.Upstream; u != nil && !c.broken("auth.oauth.server.upstream") {
+		switch {
+		case u.Issuer == "":
+			c.add(place{field: "auth.oauth.server.upstream"}, "needs issuer: the OpenID provider users sign in with")
+		default:
+			if msg := checkHTTPURL(u.Issuer); msg != "" {
+				c.add(place{field: "auth.oauth.server.upstream.issuer"}, "%s", msg)
+			}
+		}
+		if u.ClientID == "" {
+			c.add(place{field: "auth.oauth.server.upstream"}, "needs client_id: the gateway's client at the OpenID provider")
 		}
 	}
 }

@@ -55,7 +55,18 @@ func TestOAuthErrors(t *testing.T) {
 		name, yaml string
 		want       []wantErr
 	}{
-		{"no section", "auth:\n  mode: oauth\n", []wantErr{{Line: 2, Field: "auth.mode", Msg: "mode oauth needs an oauth: section"}}},
+		// No section, or no issuer, runs the built-in authorization server
+		// (TestOAuthBuiltIn); its section is checked like any other.
+		{"built-in server settings", "auth:\n  mode: oauth\n  oauth:\n    server:\n      registration: maybe\n      access_token_ttl_seconds: -1\n      upstream: {client_secret: \"${NOPE}\"}\n",
+			[]wantErr{
+				{Line: 5, Field: "auth.oauth.server.registration", Msg: `must be one of "open", "token" or "off"`},
+				{Line: 6, Field: "auth.oauth.server.access_token_ttl_seconds", Msg: "from 0 to"},
+				{Line: 7, Field: "auth.oauth.server.upstream", Msg: "needs issuer"},
+				{Line: 7, Field: "auth.oauth.server.upstream", Msg: "needs client_id"},
+				{Line: 7, Field: "auth.oauth.server.upstream.client_secret", Msg: "NOPE is not set"},
+			}},
+		{"built-in server settings with an issuer", "auth:\n  mode: oauth\n  oauth:\n    issuer: https://idp.example\n    jwks_url: https://idp.example/keys\n    server: {max_clients: 5}\n",
+			[]wantErr{{Line: 6, Field: "auth.oauth.server", Msg: "runs only without an issuer"}}},
 		{"nothing to check with", "auth:\n  mode: oauth\n  oauth:\n    issuer: https://idp.example\n",
 			[]wantErr{{Line: 3, Field: "auth.oauth", Msg: "needs jwks_url (JWT access tokens) or introspection"}}},
 		{"no issuer", "auth:\n  mode: oauth\n  oauth:\n    jwks_url: https://idp.example/keys\n",
@@ -117,5 +128,28 @@ func TestIntrospectionNeverPrintsSecret(t *testing.T) {
 	_, err = Parse("s.yaml", []byte("auth:\n  mode: oauth\n  oauth:\n    issuer: https://idp.example\n    introspection: {url: \"ftp://u:"+mark+"@x/\", client_id: a, client_secret: \""+mark+"${NOPE}\"}\n"), envFunc(nil))
 	if err == nil || strings.Contains(err.Error(), mark) {
 		t.Errorf("Parse error %v: want an error that does not show the secret", err)
+	}
+}
+
+// TestOAuthBuiltIn: mode oauth with no oauth section, or one without an
+// issuer, runs the built-in authorization server.
+func TestOAuthBuiltIn(t *testing.T) {
+	for _, yaml := range []string{
+		"auth:\n  mode: oauth\n",
+		"auth:\n  mode: oauth\n  oauth:\n    resource: https://gw.example\n    scopes: [mcp]\n",
+		"auth:\n  mode: oauth\n  oauth:\n    server:\n      registration: token\n      registration_token: \"${REG}\"\n      upstream: {issuer: https://idp.example, client_id: gw}\n",
+	} {
+		cfg, err := Parse("s.yaml", []byte(yaml), envFunc(map[string]string{"REG": "0123456789abcdef"}))
+		if err != nil {
+			t.Errorf("%q: %v", yaml, err)
+			continue
+		}
+		if !cfg.Auth.OAuth.BuiltIn() {
+			t.Errorf("%q: not the built-in server", yaml)
+		}
+	}
+	cfg, err := Parse("s.yaml", []byte("auth:\n  mode: oauth\n  oauth:\n    server:\n      registration: token\n"), envFunc(nil))
+	if err == nil || !strings.Contains(err.Error(), "needs registration_token") {
+		t.Errorf("registration token mode without a token: %v %v", cfg, err)
 	}
 }

@@ -48,7 +48,12 @@ func FromConfig(cfg *config.Config, listen string, getenv func(string) string) (
 			AllowClaim: j.Claims.AllowServers, DenyClaim: j.Claims.DenyServers, AdminClaim: j.Claims.Admin,
 		}
 	}
-	if o := cfg.Auth.OAuth; o != nil {
+	if o := cfg.Auth.OAuth; o != nil || cfg.Auth.Mode == config.AuthOAuth {
+		if o == nil {
+			// No section: the built-in authorization server, with the
+			// default claims; the app fills in its issuer and keys.
+			o = &config.OAuth{Leeway: config.DefaultJWT().Leeway, Claims: config.DefaultJWT().Claims}
+		}
 		if o.Resource == "" && listen != "" && !netguard.LoopbackAddr(listen) {
 			// Behind a proxy or on a public name, the Host header is whatever
 			// the client (or the proxy) says: audiences must come from config.

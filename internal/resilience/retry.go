@@ -160,3 +160,15 @@ func (p RetryPolicy) Do(ctx context.Context, fn func(ctx context.Context, attemp
 		}
 	}
 }
+
+// Spread returns a jitter that spreads a delay uniformly over ±fraction of
+// it, so that callers failing together do not retry together.
+func Spread(fraction float64) func(time.Duration) time.Duration {
+	return func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return d
+		}
+		f := 1 - fraction + 2*fraction*rand.Float64()
+		return time.Duration(math.Round(float64(d) * f))
+	}
+}

@@ -215,3 +215,18 @@ func TestRetryPolicyDoCancelledBeforeStart(t *testing.T) {
 		t.Errorf("Do() = %v with %d calls, want context.Canceled and 0 calls", err, calls)
 	}
 }
+
+func TestSpread(t *testing.T) {
+	j := Spread(0.2)
+	if j(0) != 0 || j(-time.Second) != -time.Second {
+		t.Error("a non-positive delay is not spread")
+	}
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for range 10000 {
+		d := j(time.Second)
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo < 800*time.Millisecond || hi > 1200*time.Millisecond || hi-lo < 300*time.Millisecond {
+		t.Errorf("spread of 1s over 10000 draws: [%v, %v], want within and across most of [800ms, 1.2s]", lo, hi)
+	}
+}

@@ -1,4 +1,4 @@
-package app
+package secrets
 
 import (
 	"errors"
@@ -7,23 +7,21 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-
-	"github.com/switchboard-mcp/switchboard/internal/secrets"
-	"github.com/switchboard-mcp/switchboard/internal/store"
 )
 
-// localKeyFile is the secret key local mode keeps next to its SQLite store.
-const localKeyFile = "switchboard.key"
+// LocalKeyFile is the secret key local mode keeps next to its SQLite
+// store.
+const LocalKeyFile = "switchboard.key"
 
-// localSecretKey is the secret key of a local-mode gateway with none
-// configured: read from a 0600 file next to the store, created on first use,
-// so that servers registered with literal env values or headers are sealed
-// and just work. (Replicas on PostgreSQL must share a configured key: they
+// LocalKey is the secret key of a local-mode gateway with none
+// configured: read from a 0600 file in dir (next to its store), created on
+// first use, so that servers registered with literal env values or headers
+// are sealed and just work. (Replicas on PostgreSQL must share a configured key: they
 // never get one of their own.)
-func localSecretKey(storePath string, logger *slog.Logger) (*secrets.Keyring, error) {
-	path := filepath.Join(filepath.Dir(store.RedactDSN(storePath)), localKeyFile)
+func LocalKey(dir string, logger *slog.Logger) (*Keyring, error) {
+	path := filepath.Join(dir, LocalKeyFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		key, err := secrets.GenerateKey()
+		key, err := GenerateKey()
 		if err != nil {
 			return nil, err
 		}
@@ -43,8 +41,8 @@ func localSecretKey(storePath string, logger *slog.Logger) (*secrets.Keyring, er
 			logger.Info("created a secret key for local mode", "file", path)
 		}
 	}
-	keys, err := secrets.Load(func(k string) string {
-		if k == secrets.EnvKeyFile {
+	keys, err := Load(func(k string) string {
+		if k == EnvKeyFile {
 			return path
 		}
 		return ""
