@@ -2,6 +2,7 @@ package authserver
 
 import (
 	"slices"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 )
@@ -33,6 +34,7 @@ func FromConfig(o *config.OAuth, issuer string, getenv func(string) string) (Con
 		return c, nil
 	}
 	c.AccessTokenTTL, c.RefreshTokenTTL = s.AccessTokenTTL, s.RefreshTokenTTL
+	c.KeyRotation = time.Duration(s.KeyRotationDays) * 24 * time.Hour
 	c.Registration = RegistrationConfig{Mode: s.Registration, MaxClients: s.MaxClients}
 	tok, err := s.ExpandRegistrationToken(getenv)
 	if err != nil {

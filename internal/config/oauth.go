@@ -68,6 +68,9 @@ type OAuthServer struct {
 	// RefreshTokenTTL is how long a refresh token is valid from each
 	// rotation (30 days).
 	RefreshTokenTTL time.Duration `yaml:"refresh_token_ttl_seconds"`
+	// KeyRotationDays is how long a signing key signs before its
+	// successor takes over (30).
+	KeyRotationDays int `yaml:"key_rotation_days"`
 	// Registration is dynamic client registration: open, token (with
 	// RegistrationToken) or off (open).
 	Registration string `yaml:"registration"`
@@ -110,6 +113,7 @@ func (o *OAuthServer) check(s scope) bool {
 	ok = s.in("refresh_token_ttl_seconds").secondsUpTo(maxTokenTTLSeconds) && ok
 	ok = s.in("registration").oneOf(o.Registration, RegistrationOpen, RegistrationToken, RegistrationOff) && ok
 	ok = s.in("max_clients").between(o.MaxClients, 1, 10_000_000) && ok
+	ok = s.in("key_rotation_days").between(o.KeyRotationDays, 1, 3650) && ok
 	if o.Registration == RegistrationToken && o.RegistrationToken == "" && !s.in("registration").broken() {
 		s.in("registration").atVal("registration: token needs registration_token (an initial access token, e.g. \"${OAUTH_REGISTRATION_TOKEN}\")")
 		ok = false
