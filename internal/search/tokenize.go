@@ -151,8 +151,9 @@ var stopwords = map[string]bool{
 	"s": true, "t": true,
 }
 
-// Stem is [textnorm.Stem]: search and skills stem alike.
-func Stem(w string) string { return textnorm.Stem(w) }
+// Stem is [textnorm.Stem], the one stemmer of the tree: search and skills
+// stem alike.
+var Stem = textnorm.Stem
 
 // editDistance is the optimal-string-alignment Damerau-Levenshtein distance
 // between a and b, giving up (returning max+1) once it must exceed max.

@@ -30,7 +30,7 @@ func tokenizeStop(text string, dropStop bool) []token {
 			if len(x) < 2 || (dropStop && stopWords[x]) || isNumber(x) {
 				continue
 			}
-			out = append(out, token{word: x, stem: stem(x)})
+			out = append(out, token{word: x, stem: textnorm.Stem(x)})
 		}
 	}
 	return out
@@ -110,9 +110,6 @@ var abbreviations = map[string][]string{
 	"pg":    {"postgres"},
 }
 
-// stem is the stemmer search uses too ([textnorm.Stem]): a word means the
-// same to the classifier and to the index.
-func stem(w string) string { return textnorm.Stem(w) }
 
 // stopWords carry no evidence for any skill: English function words and the
 // CRUD verbs every tool uses ("get", "list", "create", "delete").
@@ -140,7 +137,7 @@ perform operation process content contents text data request`)
 func stemSet(words string) map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(words) {
-		m[stem(w)] = true
+		m[textnorm.Stem(w)] = true
 	}
 	return m
 }
