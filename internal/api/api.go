@@ -46,12 +46,16 @@ type Server struct {
 	FileDefaultAccess string `json:"file_default_access,omitempty"`
 	// DefaultAccessSetAt and DefaultAccessSetBy say when and by whom the
 	// override was set.
-	DefaultAccessSetAt *time.Time     `json:"default_access_set_at,omitempty"`
-	DefaultAccessSetBy string         `json:"default_access_set_by,omitempty"`
-	PinDefinitions     *bool          `json:"pin_definitions,omitempty"`
-	ConnectionConfig   map[string]any `json:"connection_config"` // secrets masked
-	RegisteredAt       time.Time      `json:"registered_at"`
-	StatusSince        *time.Time     `json:"status_since,omitempty"`
+	DefaultAccessSetAt *time.Time `json:"default_access_set_at,omitempty"`
+	DefaultAccessSetBy string     `json:"default_access_set_by,omitempty"`
+	PinDefinitions     *bool      `json:"pin_definitions,omitempty"`
+	// The definition's restart policy; unset fields follow the settings.
+	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
+	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`
+	StartupTimeoutSeconds float64        `json:"startup_timeout_seconds,omitempty"`
+	ConnectionConfig      map[string]any `json:"connection_config"` // secrets masked
+	RegisteredAt          time.Time      `json:"registered_at"`
+	StatusSince           *time.Time     `json:"status_since,omitempty"`
 	// StatusDetail says what a CONNECTING server is busy with when a start
 	// may take long, e.g. "installing packages, 23 s" during the first
 	// start of npx, uvx or docker run.

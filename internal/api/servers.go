@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 
@@ -65,6 +66,10 @@ type registerRequest struct {
 	// PinDefinitions false turns tool-definition pinning off for the
 	// server (default on).
 	PinDefinitions *bool `json:"pin_definitions"`
+	// The restart policy; left out, the settings' defaults apply.
+	RestartOnFailure      *bool   `json:"restart_on_failure"`
+	MaxRestartAttempts    *int    `json:"max_restart_attempts"`
+	StartupTimeoutSeconds float64 `json:"startup_timeout_seconds"`
 }
 
 // ConnectionConfig is how to reach a server: command and args (stdio), or
@@ -134,22 +139,25 @@ func (h *handler) updateServer(w http.ResponseWriter, r *http.Request) error {
 // set (auto_connect, default true).
 func serverDef(req registerRequest) *config.Server {
 	def := &config.Server{
-		Name:              req.Name,
-		Transport:         strings.ToLower(req.TransportType),
-		Description:       req.Description,
-		Prefix:            req.Prefix,
-		Command:           req.ConnectionConfig.Command,
-		Args:              req.ConnectionConfig.Args,
-		Env:               req.ConnectionConfig.Env,
-		EnvPassthrough:    req.ConnectionConfig.EnvPassthrough,
-		Cwd:               req.ConnectionConfig.Cwd,
-		URL:               req.ConnectionConfig.URL,
-		Headers:           req.ConnectionConfig.Headers,
-		HeadersFromEnv:    req.ConnectionConfig.HeadersFromEnv,
-		BearerTokenEnvVar: req.ConnectionConfig.BearerTokenEnvVar,
-		HealthCheckURL:    req.HealthCheckURL,
-		DefaultAccess:     req.DefaultAccess,
-		PinDefinitions:    req.PinDefinitions,
+		Name:               req.Name,
+		Transport:          strings.ToLower(req.TransportType),
+		Description:        req.Description,
+		Prefix:             req.Prefix,
+		Command:            req.ConnectionConfig.Command,
+		Args:               req.ConnectionConfig.Args,
+		Env:                req.ConnectionConfig.Env,
+		EnvPassthrough:     req.ConnectionConfig.EnvPassthrough,
+		Cwd:                req.ConnectionConfig.Cwd,
+		URL:                req.ConnectionConfig.URL,
+		Headers:            req.ConnectionConfig.Headers,
+		HeadersFromEnv:     req.ConnectionConfig.HeadersFromEnv,
+		BearerTokenEnvVar:  req.ConnectionConfig.BearerTokenEnvVar,
+		HealthCheckURL:     req.HealthCheckURL,
+		DefaultAccess:      req.DefaultAccess,
+		PinDefinitions:     req.PinDefinitions,
+		RestartOnFailure:   req.RestartOnFailure,
+		MaxRestartAttempts: req.MaxRestartAttempts,
+		StartupTimeout:     config.Seconds(time.Duration(req.StartupTimeoutSeconds * float64(time.Second))),
 	}
 	for k, v := range req.ConnectionConfig.PlainEnv {
 		if _, secret := def.Env[k]; secret {

@@ -1114,8 +1114,12 @@ func (r *Registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		Prefix:         def.Prefix,
 		DefaultAccess:  rec.access(),
 		PinDefinitions: def.PinDefinitions,
-		RegisteredAt:   rec.registeredAt,
-		Status:         string(upstream.StateDisconnected),
+
+		RestartOnFailure:      def.RestartOnFailure,
+		MaxRestartAttempts:    def.MaxRestartAttempts,
+		StartupTimeoutSeconds: def.StartupTimeout.Duration().Seconds(),
+		RegisteredAt:          rec.registeredAt,
+		Status:                string(upstream.StateDisconnected),
 		// rec.def, not the redacted copy: redaction may rewrite the URL.
 		InsecureTransport: rec.def.InsecureTransport(),
 	}

@@ -600,6 +600,10 @@ function serverFormPage(seq, existing) {
     el('div', { class: 'field' }, el('label', { for: 'srv-transport' }, 'Transport'), transport),
     stdioBox, httpBox,
     field('srv-health', 'Health check URL (optional)', { 'data-field': 'health_check_url' }, 'An HTTP URL probed on top of MCP pings; leave empty to rely on pings.'),
+    el('div', { class: 'field inline' }, el('input', { type: 'checkbox', id: 'srv-restart', 'data-field': 'restart_on_failure', checked: true }),
+      el('label', { for: 'srv-restart' }, 'Restart when it fails')),
+    field('srv-max-restarts', 'Restarts allowed in the window (optional)', { type: 'number', min: 0, 'data-field': 'max_restart_attempts' }, 'Past this many restarts within the restart window the server stays in ERROR; empty for the gateway\'s setting.'),
+    field('srv-startup', 'Startup timeout, seconds (optional)', { type: 'number', min: 1, 'data-field': 'startup_timeout_seconds' }, 'How long a start may take; empty for the gateway\'s setting.'),
     el('div', { class: 'field' }, el('label', { for: 'srv-access' }, 'Default access'),
       el('select', { id: 'srv-access', 'data-field': 'default_access' }, el('option', { value: '' }, '(gateway default)'),
         el('option', { value: 'allow' }, 'allow'), el('option', { value: 'deny' }, 'deny'))),
@@ -621,6 +625,9 @@ function serverFormPage(seq, existing) {
     set('srv-url', cc0.url);
     set('srv-headers', lines(cc0.headers));
     set('srv-health', existing.health_check_url);
+    form.querySelector('#srv-restart').checked = existing.restart_on_failure !== false;
+    set('srv-max-restarts', existing.max_restart_attempts === undefined ? '' : String(existing.max_restart_attempts));
+    set('srv-startup', existing.startup_timeout_seconds ? String(existing.startup_timeout_seconds) : '');
     set('srv-access', existing.default_access_source === 'api' ? existing.default_access : '');
   }
   form.addEventListener('submit', async (e) => {
@@ -639,7 +646,10 @@ function serverFormPage(seq, existing) {
         cc.headers = pairs(v('srv-headers'), 'Headers');
       }
       req = { name: v('srv-name'), description: v('srv-description'), transport_type: transport.value, connection_config: cc,
-        health_check_url: v('srv-health'), default_access: v('srv-access'), auto_connect: form.querySelector('#srv-connect').checked };
+        health_check_url: v('srv-health'), default_access: v('srv-access'), auto_connect: form.querySelector('#srv-connect').checked,
+        restart_on_failure: form.querySelector('#srv-restart').checked };
+      if (v('srv-max-restarts') !== '') req.max_restart_attempts = Number(v('srv-max-restarts'));
+      if (v('srv-startup') !== '') req.startup_timeout_seconds = Number(v('srv-startup'));
     } catch (err) {
       put(box, message(err.message));
       return;

@@ -191,10 +191,14 @@ async function main() {
     const pidBefore = added.pid;
     await page.locator('#edit-definition').click();
     await page.getByLabel('Description (optional)').fill('edited in the UI');
+    await page.getByLabel('Startup timeout, seconds (optional)').fill('20');
+    await page.getByLabel('Restarts allowed in the window (optional)').fill('2');
     check((await page.getByLabel('Environment, NAME=VALUE per line').inputValue()).includes('=***'), 'secret values are shown masked');
     await page.getByRole('button', { name: 'Save definition' }).click();
     await page.locator('#server-status').getByText('CONNECTED', { exact: true }).waitFor();
     const edited = await rest('GET', '/api/v1/aggregator/servers/added');
+    check(edited.startup_timeout_seconds === 20 && edited.max_restart_attempts === 2 && edited.restart_on_failure !== false,
+      `the restart policy was saved, got ${edited.startup_timeout_seconds} s, ${edited.max_restart_attempts} restarts, restart ${edited.restart_on_failure}`);
     check(edited.description === 'edited in the UI' && edited.pid !== pidBefore && edited.status === 'CONNECTED',
       `the new definition runs in a new process with the masked values kept, got ${edited.description}, pid ${edited.pid} (was ${pidBefore}), ${edited.status}`);
 
