@@ -286,10 +286,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 
 // serverState is a server's state, "" for one the manager does not know.
 func (a *App) serverState(server string) string {
-	st, err := a.ups.Status(server)
-	if err != nil {
-		return ""
-	}
+	st, _ := a.ups.Status(server) // zero when unknown
 	return string(st.State)
 }
 
@@ -321,6 +318,7 @@ func (a *App) Start() {
 	a.startLoops()
 	a.group.Go(func() error {
 		a.reg.ConnectAll(a.ctx, a.start)
+		a.awaitCluster()
 		a.ready.Store(true)
 		a.logger.Info("ready", "servers", len(a.start))
 		return nil
@@ -331,7 +329,16 @@ func (a *App) Start() {
 func (a *App) StartAndWait() {
 	a.startLoops()
 	a.reg.ConnectAll(a.ctx, a.start)
+	a.awaitCluster()
 	a.ready.Store(true)
+}
+
+// awaitCluster waits until the other replicas' changes are heard.
+func (a *App) awaitCluster() {
+	select {
+	case <-a.cluster.Listening():
+	case <-a.ctx.Done():
+	}
 }
 
 // Ready reports whether startup has finished.

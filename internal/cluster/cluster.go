@@ -74,6 +74,10 @@ type Cluster struct {
 	id      string
 	started time.Time
 	o       Options
+	// listening is closed once Run listens to the feed (at once on
+	// SQLite, or when listening failed): from then on no change is missed.
+	listening  chan struct{}
+	listenOnce sync.Once
 }
 
 // ReplicaName identifies this gateway process: host and pid.
@@ -98,8 +102,15 @@ func New(db *store.DB, id string, opts *Options) *Cluster {
 	if o.Scheme == "" {
 		o.Scheme = "http"
 	}
-	return &Cluster{db: db, id: id, started: time.Now(), o: o}
+	return &Cluster{db: db, id: id, started: time.Now(), o: o, listening: make(chan struct{})}
 }
+
+// Listening is closed once Run listens to the other replicas' changes; a
+// replica reports ready only then, or a change made meanwhile would be
+// missed.
+func (c *Cluster) Listening() <-chan struct{} { return c.listening }
+
+func (c *Cluster) markListening() { c.listenOnce.Do(func() { close(c.listening) }) }
 
 // ID is this replica's id.
 func (c *Cluster) ID() string { return c.id }
@@ -113,6 +124,8 @@ func (c *Cluster) Run(ctx context.Context, h Handlers) error {
 	wg.Go(func() { c.heartbeats(ctx, host) })
 	if c.db.IsPostgres() {
 		wg.Go(func() { c.listen(ctx, h) })
+	} else {
+		c.markListening()
 	}
 	wg.Wait()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -163,18 +176,19 @@ func (c *Cluster) Publish(kind, key string) {
 func (c *Cluster) listen(ctx context.Context, h Handlers) {
 	ch, err := c.db.Listen(ctx, Channel)
 	if err != nil {
+		c.markListening()
 		c.o.Logger.Error("listening for replica changes; this replica will not see the others' changes", "error", err)
 		return
 	}
+	// What changed between this replica's start (it read the store) and
+	// now is read again, as after a gap in the feed; only then is nothing
+	// missed.
+	c.resync(ctx, h)
+	c.markListening()
 	for n := range ch {
 		if n.Resync {
 			c.o.Logger.Info("replica notifications resumed; reloading shared state")
-			for _, kind := range []string{KindServers, KindPolicy, KindBreakers} {
-				c.apply(ctx, h, change{Kind: kind})
-			}
-			if h.Resync != nil {
-				h.Resync(ctx)
-			}
+			c.resync(ctx, h)
 			continue
 		}
 		var ch change
@@ -251,4 +265,14 @@ func (c *Cluster) View(ctx context.Context) (api.ClusterView, error) {
 			StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt, Self: r.ID == c.id}
 	}
 	return v, nil
+}
+
+// resync reloads every part of the shared state.
+func (c *Cluster) resync(ctx context.Context, h Handlers) {
+	for _, kind := range []string{KindServers, KindPolicy, KindBreakers} {
+		c.apply(ctx, h, change{Kind: kind})
+	}
+	if h.Resync != nil {
+		h.Resync(ctx)
+	}
 }

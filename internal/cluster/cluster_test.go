@@ -166,6 +166,23 @@ func TestFeed(t *testing.T) {
 	run(t, b, fb.handlers())
 	listening(t, a, fb)
 	listening(t, b, fa)
+	// Once listening, each replica has read the shared state again (what
+	// changed since it started would otherwise be missed) before it says so.
+	for _, c := range []*cluster.Cluster{a, b} {
+		select {
+		case <-c.Listening():
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: Listening not closed", c.ID())
+		}
+	}
+	for name, f := range map[string]*feed{"a": fa, "b": fb} {
+		f.mu.Lock()
+		if got, want := f.applied, []string{"servers/", "policy/", "breakers/"}; !slices.Equal(got, want) {
+			t.Errorf("replica %s applied %v on start, want the resync %v", name, got, want)
+		}
+		f.applied = nil
+		f.mu.Unlock()
+	}
 
 	type change struct {
 		from      *cluster.Cluster
@@ -214,6 +231,16 @@ func TestFeedResync(t *testing.T) {
 	fb := newFeed()
 	run(t, b, fb.handlers())
 	listening(t, a, fb)
+	// The resync b made when it started listening is not the one under test.
+	<-b.Listening()
+	select {
+	case <-fb.resyncs:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no resync when the listener started")
+	}
+	fb.mu.Lock()
+	fb.applied = nil
+	fb.mu.Unlock()
 
 	raw, err := sql.Open("pgx", dsn)
 	if err != nil {
