@@ -188,8 +188,11 @@ func truncate(s string) string {
 // (§2.3, §8.4): absolute, no fragment; https, or http to a loopback
 // address (native apps on an ephemeral port), or a private-use scheme of a
 // native app; never a scheme a browser would run or read (javascript:,
-// data:, file:, ...). http://localhost is refused in favour of the loopback
-// IP (§8.4.2): the name may resolve elsewhere.
+// data:, file:, ...). http://localhost counts as loopback: OAuth 2.1
+// §8.4.2 only recommends the IP literal (the name could resolve
+// elsewhere, and PKCE keeps a code that went astray useless), while the
+// MCP authorization spec names "localhost URLs" and the clients register
+// them (mcp-remote's default http://localhost:PORT/oauth/callback).
 func checkRedirectURI(raw string) error {
 	if len(raw) > maxURILen {
 		return errors.New("too long")
@@ -211,11 +214,7 @@ func checkRedirectURI(raw string) error {
 			return errors.New("https needs a host")
 		}
 	case "http":
-		host := u.Hostname()
-		if strings.EqualFold(host, "localhost") {
-			return errors.New("use the loopback address 127.0.0.1 or [::1], not localhost")
-		}
-		if !isLoopbackHost(host) {
+		if !isLoopbackHost(u.Hostname()) {
 			return errors.New("http is allowed only to a loopback address")
 		}
 	case "javascript", "data", "vbscript", "file", "about", "blob", "ftp", "ws", "wss", "mailto", "tel", "sms":
