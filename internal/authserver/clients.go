@@ -36,21 +36,24 @@ const (
 )
 
 // registration is the client metadata of RFC 7591 §2 that the server
-// reads; other members are ignored, as §2 requires.
+// reads; other members are ignored, as §2 requires. Encoded (the
+// registration response, RFC 7591 §3.2.1), the members a client did not
+// send are left out: clients validate the response, and the TypeScript
+// SDK's refuses a null list or an empty URL.
 type registration struct {
 	RedirectURIs            []string `json:"redirect_uris"`
 	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
 	GrantTypes              []string `json:"grant_types"`
 	ResponseTypes           []string `json:"response_types"`
-	ClientName              string   `json:"client_name"`
-	ClientURI               string   `json:"client_uri"`
-	LogoURI                 string   `json:"logo_uri"`
-	Scope                   string   `json:"scope"`
-	Contacts                []string `json:"contacts"`
-	TosURI                  string   `json:"tos_uri"`
-	PolicyURI               string   `json:"policy_uri"`
-	SoftwareID              string   `json:"software_id"`
-	SoftwareVersion         string   `json:"software_version"`
+	ClientName              string   `json:"client_name,omitempty"`
+	ClientURI               string   `json:"client_uri,omitempty"`
+	LogoURI                 string   `json:"logo_uri,omitempty"`
+	Scope                   string   `json:"scope,omitempty"`
+	Contacts                []string `json:"contacts,omitempty"`
+	TosURI                  string   `json:"tos_uri,omitempty"`
+	PolicyURI               string   `json:"policy_uri,omitempty"`
+	SoftwareID              string   `json:"software_id,omitempty"`
+	SoftwareVersion         string   `json:"software_version,omitempty"`
 	// Only in client ID metadata documents.
 	ClientID     string `json:"client_id,omitempty"`
 	ClientSecret string `json:"client_secret,omitempty"`

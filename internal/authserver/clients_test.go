@@ -85,6 +85,14 @@ func TestRegistration(t *testing.T) {
 			if !strings.HasPrefix(id, prefixClient) || (m["token_endpoint_auth_method"] != "none") != hasSecret {
 				t.Errorf("response = %s", r.body)
 			}
+			// Metadata the client did not send is left out, not null or "":
+			// clients validate the response (the TypeScript SDK, under
+			// mcp-remote, refuses "contacts": null or "logo_uri": "").
+			for k, v := range m {
+				if v == nil || v == "" {
+					t.Errorf("response member %s = %#v in %s", k, v, r.body)
+				}
+			}
 			if hasSecret {
 				stored, err := h.db.OAuthClient(t.Context(), id)
 				if err != nil || stored.SecretHash != hash(secret) || strings.Contains(string(stored.Metadata), secret) {
