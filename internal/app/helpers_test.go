@@ -126,6 +126,15 @@ func startGateway(t testing.TB, yaml string, env map[string]string) *gateway {
 
 func startGatewayStore(t testing.TB, yaml string, env map[string]string, storePath string) *gateway {
 	t.Helper()
+	return startGatewayOn(t, nil, yaml, env, storePath, nil)
+}
+
+// startGatewayOn is startGatewayStore serving on ln (nil: a new loopback
+// listener), for a config that must name the gateway's own URL; wrap, if
+// not nil, wraps the gateway's handler (e.g. to watch what it answers).
+func startGatewayOn(t testing.TB, ln net.Listener, yaml string, env map[string]string, storePath string,
+	wrap func(http.Handler) http.Handler) *gateway {
+	t.Helper()
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
@@ -149,7 +158,16 @@ func startGatewayStore(t testing.TB, yaml string, env map[string]string, storePa
 		t.Fatalf("app.New: %v", err)
 	}
 	a.StartAndWait()
-	srv := httptest.NewServer(a.Handler())
+	h := a.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	if ln != nil {
+		srv.Listener.Close()
+		srv.Listener = ln
+	}
+	srv.Start()
 	g := &gateway{app: a, http: srv, logs: logs}
 	t.Cleanup(func() {
 		srv.Close()

@@ -36,21 +36,24 @@ const (
 )
 
 // registration is the client metadata of RFC 7591 §2 that the server
-// reads; other members are ignored, as §2 requires.
+// reads; other members are ignored, as §2 requires. Encoded (the
+// registration response, RFC 7591 §3.2.1), the members a client did not
+// send are left out: clients validate the response, and the TypeScript
+// SDK's refuses a null list or an empty URL.
 type registration struct {
 	RedirectURIs            []string `json:"redirect_uris"`
 	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
 	GrantTypes              []string `json:"grant_types"`
 	ResponseTypes           []string `json:"response_types"`
-	ClientName              string   `json:"client_name"`
-	ClientURI               string   `json:"client_uri"`
-	LogoURI                 string   `json:"logo_uri"`
-	Scope                   string   `json:"scope"`
-	Contacts                []string `json:"contacts"`
-	TosURI                  string   `json:"tos_uri"`
-	PolicyURI               string   `json:"policy_uri"`
-	SoftwareID              string   `json:"software_id"`
-	SoftwareVersion         string   `json:"software_version"`
+	ClientName              string   `json:"client_name,omitempty"`
+	ClientURI               string   `json:"client_uri,omitempty"`
+	LogoURI                 string   `json:"logo_uri,omitempty"`
+	Scope                   string   `json:"scope,omitempty"`
+	Contacts                []string `json:"contacts,omitempty"`
+	TosURI                  string   `json:"tos_uri,omitempty"`
+	PolicyURI               string   `json:"policy_uri,omitempty"`
+	SoftwareID              string   `json:"software_id,omitempty"`
+	SoftwareVersion         string   `json:"software_version,omitempty"`
 	// Only in client ID metadata documents.
 	ClientID     string `json:"client_id,omitempty"`
 	ClientSecret string `json:"client_secret,omitempty"`
@@ -188,8 +191,11 @@ func truncate(s string) string {
 // (§2.3, §8.4): absolute, no fragment; https, or http to a loopback
 // address (native apps on an ephemeral port), or a private-use scheme of a
 // native app; never a scheme a browser would run or read (javascript:,
-// data:, file:, ...). http://localhost is refused in favour of the loopback
-// IP (§8.4.2): the name may resolve elsewhere.
+// data:, file:, ...). http://localhost counts as loopback: OAuth 2.1
+// §8.4.2 only recommends the IP literal (the name could resolve
+// elsewhere, and PKCE keeps a code that went astray useless), while the
+// MCP authorization spec names "localhost URLs" and the clients register
+// them (mcp-remote's default http://localhost:PORT/oauth/callback).
 func checkRedirectURI(raw string) error {
 	if len(raw) > maxURILen {
 		return errors.New("too long")
@@ -211,11 +217,7 @@ func checkRedirectURI(raw string) error {
 			return errors.New("https needs a host")
 		}
 	case "http":
-		host := u.Hostname()
-		if strings.EqualFold(host, "localhost") {
-			return errors.New("use the loopback address 127.0.0.1 or [::1], not localhost")
-		}
-		if !isLoopbackHost(host) {
+		if !isLoopbackHost(u.Hostname()) {
 			return errors.New("http is allowed only to a loopback address")
 		}
 	case "javascript", "data", "vbscript", "file", "about", "blob", "ftp", "ws", "wss", "mailto", "tel", "sms":

@@ -38,7 +38,8 @@ func TestRegistration(t *testing.T) {
 		{name: "empty redirect_uris", body: `{"redirect_uris":[]}`, wantError: errInvalidRedirectURI},
 		{name: "null", body: `null`, wantError: errInvalidRedirectURI},
 		{name: "http to a remote host", body: `{"redirect_uris":["http://app.example/cb"]}`, wantError: errInvalidRedirectURI},
-		{name: "localhost by name", body: `{"redirect_uris":["http://localhost/cb"]}`, wantError: errInvalidRedirectURI},
+		{name: "localhost by name", body: `{"redirect_uris":["http://localhost:5681/oauth/callback"],"token_endpoint_auth_method":"none"}`},
+		{name: "a name under localhost", body: `{"redirect_uris":["http://localhost.app.example/cb"]}`, wantError: errInvalidRedirectURI},
 		{name: "javascript", body: `{"redirect_uris":["javascript:alert(1)"]}`, wantError: errInvalidRedirectURI},
 		{name: "data", body: `{"redirect_uris":["data:text/html,x"]}`, wantError: errInvalidRedirectURI},
 		{name: "fragment", body: `{"redirect_uris":["https://app.example/cb#x"]}`, wantError: errInvalidRedirectURI},
@@ -83,6 +84,14 @@ func TestRegistration(t *testing.T) {
 			secret, hasSecret := m["client_secret"].(string)
 			if !strings.HasPrefix(id, prefixClient) || (m["token_endpoint_auth_method"] != "none") != hasSecret {
 				t.Errorf("response = %s", r.body)
+			}
+			// Metadata the client did not send is left out, not null or "":
+			// clients validate the response (the TypeScript SDK, under
+			// mcp-remote, refuses "contacts": null or "logo_uri": "").
+			for k, v := range m {
+				if v == nil || v == "" {
+					t.Errorf("response member %s = %#v in %s", k, v, r.body)
+				}
 			}
 			if hasSecret {
 				stored, err := h.db.OAuthClient(t.Context(), id)
@@ -143,7 +152,10 @@ func TestRedirectURIRules(t *testing.T) {
 		{"http://[::1]:8080/cb", true},
 		{"com.example.app:/oauth2redirect", true},
 		{"cursor://anysphere.cursor-retrieval/oauth/callback", true},
-		{"http://localhost:8080/cb", false},
+		{"http://localhost:8080/cb", true},
+		{"http://localhost/cb", true},
+		{"http://localhost.app.example/cb", false},
+		{"http://127.0.0.1.app.example/cb", false},
 		{"http://app.example/cb", false},
 		{"http://10.0.0.1/cb", false},
 		{"https:///cb", false},
@@ -175,6 +187,10 @@ func TestRedirectURIRules(t *testing.T) {
 		{"http://127.0.0.1:3000/cb", "http://127.0.0.1:51000/cb", true},
 		{"http://[::1]/cb", "http://[::1]:51000/cb", true},
 		{"http://127.0.0.1/cb", "http://[::1]:51000/cb", false},
+		{"http://localhost:5681/oauth/callback", "http://localhost:5682/oauth/callback", true},
+		{"http://localhost/cb", "http://127.0.0.1:51000/cb", false},
+		{"http://127.0.0.1/cb", "http://localhost:51000/cb", false},
+		{"http://localhost/cb", "https://localhost:51000/cb", false},
 		{"http://127.0.0.1/cb", "http://127.0.0.1:51000/other", false},
 		{"http://127.0.0.1/cb?a=1", "http://127.0.0.1:51000/cb?a=2", false},
 		{"http://127.0.0.1/cb", "http://127.0.0.1:51000/cb#x", false},
