@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
@@ -137,6 +138,34 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, v := range t.headers {
 		req.Header.Set(k, v)
 	}
+	return t.base.RoundTrip(req)
+}
+
+// bearerTransport adds the OAuth handler's token to requests for the
+// upstream's own host, for the SSE transport, which takes no handler.
+type bearerTransport struct {
+	base  http.RoundTripper
+	host  string
+	oauth auth.OAuthHandler
+}
+
+func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(req.URL.Host, t.host) {
+		return t.base.RoundTrip(req)
+	}
+	ts, err := t.oauth.TokenSource(req.Context())
+	if err != nil {
+		return nil, err
+	}
+	if ts == nil {
+		return t.base.RoundTrip(req)
+	}
+	tok, err := ts.Token()
+	if err != nil {
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	tok.SetAuthHeader(req)
 	return t.base.RoundTrip(req)
 }
 
