@@ -106,6 +106,7 @@ type Authorizer struct {
 	lastURL   *url.URL
 	stepUps   map[string]int // authorizations per challenged scope set, reset by Reauthorize
 	flow      *flowInfo      // the authorization-code flow in progress
+	failed    *failure       // the last authorization, if it failed
 	secretsMu sync.RWMutex
 	known     []string // secrets to scrub from messages
 
@@ -637,8 +638,6 @@ func (a *Authorizer) Authorize(ctx context.Context, req *http.Request, resp *htt
 	if resp.StatusCode == http.StatusForbidden && !ch.stepUp() {
 		return nil // not ours to fix: the retry fails as the server says
 	}
-	a.progress("the server answered %d %s%s", resp.StatusCode, http.StatusText(resp.StatusCode), describeChallenge(ch))
-
 	if a.fetcher == nil {
 		// Nobody to wait for here: an operator's flow in progress
 		// finishes on its own.
@@ -668,7 +667,38 @@ func (a *Authorizer) Authorize(ctx context.Context, req *http.Request, resp *htt
 		// authorization, another replica's refresh): try that one.
 		return nil
 	}
-	return a.authorize(ctx, ch, g, a.fetcher)
+	// One connect may ask twice (the go-sdk falls back from the new
+	// revision's handshake to the old one): an authorization that just
+	// failed for the same token is not run again, a person is not sent
+	// to the browser twice.
+	now := a.now()
+	a.mu.Lock()
+	if f := a.failed; f != nil && f.sent == sent && f.status == ch.status && now.Sub(f.at) < failureMemo {
+		a.mu.Unlock()
+		return f.err
+	}
+	a.mu.Unlock()
+	a.progress("the server answered %d %s%s", ch.status, http.StatusText(ch.status), describeChallenge(ch))
+	err = a.authorize(ctx, ch, g, a.fetcher)
+	a.mu.Lock()
+	a.failed = nil
+	if err != nil && ctx.Err() == nil {
+		a.failed = &failure{sent: sent, status: ch.status, at: now, err: err}
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// failureMemo is how long a failed authorization answers for the same
+// refused token without being run again.
+const failureMemo = 5 * time.Second
+
+// failure is an authorization that failed.
+type failure struct {
+	sent   string // the token the server refused
+	status int
+	at     time.Time
+	err    error
 }
 
 func (a *Authorizer) lockAuth(ctx context.Context) error {
@@ -756,6 +786,7 @@ func (a *Authorizer) Reauthorize(ctx context.Context, fetcher auth.Authorization
 		ch = *a.last
 	}
 	clear(a.stepUps)
+	a.failed = nil
 	a.mu.Unlock()
 	if a.spec.grant() == GrantAuthorizationCode && fetcher == nil {
 		return errors.New("the authorization_code grant needs a browser (a fetcher)")
