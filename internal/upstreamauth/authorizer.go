@@ -534,7 +534,7 @@ func (a *Authorizer) exchange(ctx context.Context, g *grant) (*grant, error) {
 		return nil, err
 	}
 	next := *g
-	next.AccessToken, next.TokenType, next.Expiry = tok.AccessToken, tok.Type(), tok.Expiry
+	next.AccessToken, next.TokenType, next.Expiry = tok.AccessToken, tok.Type(), a.expiry(tok)
 	if tok.RefreshToken != "" {
 		next.RefreshToken = tok.RefreshToken // rotated
 	}
@@ -557,6 +557,15 @@ func describe(re *oauth2.RetrieveError) string {
 		s += ": " + re.ErrorDescription
 	}
 	return s
+}
+
+// expiry is when tok expires on a's clock: expires_in from now, as
+// received (oauth2 counts it on the wall clock).
+func (a *Authorizer) expiry(tok *oauth2.Token) time.Time {
+	if tok.ExpiresIn > 0 {
+		return a.now().Add(time.Duration(tok.ExpiresIn) * time.Second)
+	}
+	return tok.Expiry
 }
 
 func scopesOf(tok *oauth2.Token) []string {
@@ -732,11 +741,14 @@ func (a *Authorizer) authorize(ctx context.Context, ch challenge, cur *grant, fe
 		// The token was refused: renew it, unless it is from an
 		// authorization server the server no longer names (credentials
 		// are bound to the server that issued them).
-		if _, err := a.renew(cur.version); err == nil {
+		_, err := a.renew(cur.version)
+		if err == nil {
 			return nil
-		} else if !IsNeedsAuth(err) {
-			return err
 		}
+		if !IsNeedsAuth(err) || fetcher == nil || a.spec.grant() == GrantClientCredentials {
+			return err // with the authorization server's reason
+		}
+		// A person is here: a new authorization replaces the refused grant.
 	}
 	if a.spec.grant() == GrantClientCredentials {
 		return a.clientCredentials(ctx, md, ch)
@@ -955,7 +967,7 @@ func (a *Authorizer) scopeFilter(discovered []string) []string {
 func (a *Authorizer) newTokenSource(ctx context.Context, cfg *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
 	a.remember(tok.AccessToken, tok.RefreshToken, cfg.ClientSecret)
 	g := &grant{
-		AccessToken: tok.AccessToken, TokenType: tok.Type(), RefreshToken: tok.RefreshToken, Expiry: tok.Expiry,
+		AccessToken: tok.AccessToken, TokenType: tok.Type(), RefreshToken: tok.RefreshToken, Expiry: a.expiry(tok),
 		Scopes: scopesOf(tok), Grant: GrantAuthorizationCode,
 		TokenURL: cfg.Endpoint.TokenURL, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, AuthStyle: int(cfg.Endpoint.AuthStyle),
 	}
@@ -1011,7 +1023,7 @@ func (a *Authorizer) clientCredentials(ctx context.Context, md *metadata, ch cha
 		}
 		return fmt.Errorf("client credentials token request to %s: %s", g.TokenURL, a.scrub(err.Error()))
 	}
-	g.AccessToken, g.TokenType, g.Expiry = tok.AccessToken, tok.Type(), tok.Expiry
+	g.AccessToken, g.TokenType, g.Expiry = tok.AccessToken, tok.Type(), a.expiry(tok)
 	if s := scopesOf(tok); s != nil {
 		g.Scopes = s
 	}

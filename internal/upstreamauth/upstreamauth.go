@@ -71,13 +71,16 @@ const DefaultRefreshMargin = time.Minute
 // zero.
 const DefaultMaxStepUps = 2
 
-// CallbackPath is where the gateway receives the authorization server's
-// redirect at the end of the authorization-code flow.
-const CallbackPath = "/oauth/callback"
+// CallbackPath is where the gateway receives an upstream authorization
+// server's redirect at the end of the authorization-code flow. (The
+// gateway's own authorization server has /oauth/callback, for the return
+// from its sign-in provider.)
+const CallbackPath = "/oauth/upstream/callback"
 
 // ClientMetadataPath is where the gateway serves its client ID metadata
-// document (see [ClientMetadataHandler]).
-const ClientMetadataPath = "/oauth/client-metadata.json"
+// document for upstream authorization servers (see
+// [ClientMetadataHandler]).
+const ClientMetadataPath = "/oauth/upstream/client-metadata.json"
 
 // Spec is the OAuth configuration of one upstream server: config's
 // `servers.NAME.auth: {type: oauth, ...}` once resolved (secrets read from
