@@ -84,7 +84,7 @@ Tokens are kept in memory only and never printed.`,
 	fl.StringVar(&f.spec.TokenEndpointAuthMethod, "token-endpoint-auth-method", "", "client_secret_basic, client_secret_post or none (default: what the authorization server supports)")
 	fl.StringArrayVar(&f.spec.Scopes, "scope", nil, "scope to ask for instead of the server's scopes_supported, repeatable")
 	fl.StringVar(&f.spec.Issuer, "issuer", "", "the only authorization server the client may be used with")
-	fl.StringVar(&f.redirectURL, "redirect-url", "", "loopback callback URL registered for the client (default http://127.0.0.1:<free port>/oauth/callback)")
+	fl.StringVar(&f.redirectURL, "redirect-url", "", "loopback callback URL registered for the client (default http://127.0.0.1:<free port>/oauth/upstream/callback)")
 	fl.BoolVar(&f.verbose, "verbose", false, "also print the connector's debug log on stderr")
 	return cmd
 }

@@ -302,3 +302,35 @@ func TestProbeConformance(t *testing.T) {
 		t.Error("the client credentials scenario was not run")
 	}
 }
+
+func TestProbeUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not a URL", []string{"servers", "probe", "mcp.example.com"}, "not an http(s) URL"},
+		{"bad transport", []string{"servers", "probe", "--transport", "stdio", "http://127.0.0.1:1/mcp"}, "--transport"},
+		{"bad arguments", []string{"servers", "probe", "--call", "x", "--args", "[1]", "http://127.0.0.1:1/mcp"}, "--args"},
+		{"secret not set", []string{"servers", "probe", "--client-id", "a", "--client-secret-env", "NOPE", "http://127.0.0.1:1/mcp"}, "NOPE is not set"},
+		{"client credentials without client", []string{"servers", "probe", "--grant", "client_credentials", "http://127.0.0.1:1/mcp"}, "client_id:"},
+		{"redirect not loopback", []string{"servers", "probe", "--redirect-url", "https://gw.example.com/cb", "http://127.0.0.1:1/mcp"}, "--redirect-url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := run(t, tt.args...)
+			if code != ExitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, ExitUsage, tt.want)
+			}
+		})
+	}
+}
+
+// TestProbeUnreachable checks that a server that cannot be reached is a
+// failure (exit 1) that says so, in steps.
+func TestProbeUnreachable(t *testing.T) {
+	code, stdout, _ := run(t, "servers", "probe", "--timeout", "10s", "http://127.0.0.1:1/mcp")
+	if code != ExitFailure || !strings.Contains(stdout, "probe: failed:") || strings.Contains(stdout, "probe: ok") {
+		t.Errorf("exit %d, stdout:\n%s", code, stdout)
+	}
+}
