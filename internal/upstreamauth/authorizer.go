@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -110,11 +111,12 @@ type Authorizer struct {
 	secretsMu sync.RWMutex
 	known     []string // secrets to scrub from messages
 
-	authSem   chan struct{} // capacity 1: one authorization at a time
-	refreshMu sync.Mutex    // one refresh at a time in this process
-	sdkOnce   sync.Once
-	sdk       *auth.AuthorizationCodeHandler
-	sdkErr    error
+	authSem      chan struct{} // capacity 1: one authorization at a time
+	operatorFlow atomic.Bool   // the authorization in progress is Reauthorize's
+	refreshMu    sync.Mutex    // one refresh at a time in this process
+	sdkOnce      sync.Once
+	sdk          *auth.AuthorizationCodeHandler
+	sdkErr       error
 }
 
 // New returns the Authorizer of server, whose MCP endpoint is serverURL.
@@ -174,7 +176,6 @@ func New(server, serverURL string, spec Spec, opts *Options) (*Authorizer, error
 		log: o.Logger.With("server", server), onStep: o.Progress, now: o.Now,
 		stepUps: map[string]int{}, authSem: make(chan struct{}, 1),
 	}
-	a.remember(spec.ClientSecret)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a, nil
 }
@@ -199,10 +200,13 @@ type grant struct {
 	Expiry       time.Time `json:"expiry,omitzero"`
 	Scopes       []string  `json:"scopes,omitempty"`
 
-	Grant        Grant  `json:"grant"`
-	Issuer       string `json:"issuer"`
-	TokenURL     string `json:"token_url"`
-	ClientID     string `json:"client_id"`
+	Grant    Grant  `json:"grant"`
+	Issuer   string `json:"issuer"`
+	TokenURL string `json:"token_url"`
+	ClientID string `json:"client_id"`
+	// ClientSecret is a dynamically registered client's secret; a
+	// configured one (Spec.ClientSecret) is not stored, but read from the
+	// configuration at each use, so that rotating it takes effect.
 	ClientSecret string `json:"client_secret,omitempty"`
 	AuthStyle    int    `json:"auth_style,omitempty"`
 	Resource     string `json:"resource,omitempty"`
@@ -231,9 +235,17 @@ func (g *grant) token() *oauth2.Token {
 	return t
 }
 
-func (g *grant) oauthConfig() *oauth2.Config {
+// clientSecret is the secret g's client authenticates with.
+func (a *Authorizer) clientSecret(g *grant) string {
+	if g.ClientSecret == "" && g.ClientID == a.spec.ClientID {
+		return a.spec.ClientSecret
+	}
+	return g.ClientSecret
+}
+
+func (a *Authorizer) oauthConfig(g *grant) *oauth2.Config {
 	return &oauth2.Config{
-		ClientID: g.ClientID, ClientSecret: g.ClientSecret, Scopes: g.Scopes,
+		ClientID: g.ClientID, ClientSecret: a.clientSecret(g), Scopes: g.Scopes,
 		Endpoint: oauth2.Endpoint{TokenURL: g.TokenURL, AuthStyle: oauth2.AuthStyle(g.AuthStyle)},
 	}
 }
@@ -245,6 +257,10 @@ func (a *Authorizer) progress(format string, args ...any) {
 	}
 }
 
+// maxKnown bounds the tokens remembered for scrubbing: the latest ones are
+// those an error could echo.
+const maxKnown = 32
+
 // remember adds secrets that must never appear in a message.
 func (a *Authorizer) remember(values ...string) {
 	a.secretsMu.Lock()
@@ -254,10 +270,16 @@ func (a *Authorizer) remember(values ...string) {
 			a.known = append(a.known, v)
 		}
 	}
+	if len(a.known) > maxKnown {
+		a.known = slices.Delete(a.known, 0, len(a.known)-maxKnown)
+	}
 }
 
 // scrub removes every secret a knows from s.
 func (a *Authorizer) scrub(s string) string {
+	if v := a.spec.ClientSecret; len(v) >= 4 {
+		s = strings.ReplaceAll(s, v, "[REDACTED]")
+	}
 	a.secretsMu.RLock()
 	defer a.secretsMu.RUnlock()
 	for _, v := range a.known {
@@ -391,7 +413,9 @@ func (a *Authorizer) TokenSource(ctx context.Context) (oauth2.TokenSource, error
 	a.mu.Lock()
 	g := a.cur
 	a.mu.Unlock()
-	if g == nil {
+	if g == nil || g.problem != "" {
+		// Not usable as known here: another replica may have authorized
+		// since.
 		var err error
 		if g, err = a.load(ctx); err != nil {
 			return nil, err
@@ -399,9 +423,9 @@ func (a *Authorizer) TokenSource(ctx context.Context) (oauth2.TokenSource, error
 		if g == nil {
 			return nil, nil
 		}
-	}
-	if g.problem != "" {
-		return nil, a.needsAuth("%s", g.problem)
+		if g.problem != "" {
+			return nil, a.needsAuth("%s", g.problem)
+		}
 	}
 	return tokenSource{a}, nil
 }
@@ -528,7 +552,7 @@ func (a *Authorizer) exchange(ctx context.Context, g *grant) (*grant, error) {
 	} else {
 		// A token with only the refresh token is invalid, so the source
 		// refreshes it at once.
-		tok, err = g.oauthConfig().TokenSource(a.tokenContext(ctx, g.TokenURL, g.Resource), &oauth2.Token{RefreshToken: g.RefreshToken}).Token()
+		tok, err = a.oauthConfig(g).TokenSource(a.tokenContext(ctx, g.TokenURL, g.Resource), &oauth2.Token{RefreshToken: g.RefreshToken}).Token()
 	}
 	if err != nil {
 		return nil, err
@@ -647,15 +671,11 @@ func (a *Authorizer) Authorize(ctx context.Context, req *http.Request, resp *htt
 	if resp.StatusCode == http.StatusForbidden && !ch.stepUp() {
 		return nil // not ours to fix: the retry fails as the server says
 	}
-	if a.fetcher == nil {
-		// Nobody to wait for here: an operator's flow in progress
-		// finishes on its own.
-		select {
-		case a.authSem <- struct{}{}:
-		default:
-			return a.needsAuth("an authorization is in progress: finish it in the browser")
-		}
-	} else if err := a.lockAuth(ctx); err != nil {
+	if a.fetcher == nil && a.operatorFlow.Load() {
+		// Not worth waiting for: the person may take minutes.
+		return a.needsAuth("an authorization is in progress: finish it in the browser")
+	}
+	if err := a.lockAuth(ctx); err != nil {
 		return err
 	}
 	defer a.unlockAuth()
@@ -792,6 +812,8 @@ func (a *Authorizer) Reauthorize(ctx context.Context, fetcher auth.Authorization
 		return err
 	}
 	defer a.unlockAuth()
+	a.operatorFlow.Store(true)
+	defer a.operatorFlow.Store(false)
 	a.mu.Lock()
 	ch := challenge{status: http.StatusUnauthorized}
 	if a.last != nil {
@@ -966,10 +988,14 @@ func (a *Authorizer) scopeFilter(discovered []string) []string {
 // from the store.
 func (a *Authorizer) newTokenSource(ctx context.Context, cfg *oauth2.Config, tok *oauth2.Token) (oauth2.TokenSource, error) {
 	a.remember(tok.AccessToken, tok.RefreshToken, cfg.ClientSecret)
+	secret := cfg.ClientSecret
+	if cfg.ClientID == a.spec.ClientID {
+		secret = "" // the configured one: read at each use
+	}
 	g := &grant{
 		AccessToken: tok.AccessToken, TokenType: tok.Type(), RefreshToken: tok.RefreshToken, Expiry: a.expiry(tok),
 		Scopes: scopesOf(tok), Grant: GrantAuthorizationCode,
-		TokenURL: cfg.Endpoint.TokenURL, ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret, AuthStyle: int(cfg.Endpoint.AuthStyle),
+		TokenURL: cfg.Endpoint.TokenURL, ClientID: cfg.ClientID, ClientSecret: secret, AuthStyle: int(cfg.Endpoint.AuthStyle),
 	}
 	if g.Scopes == nil {
 		g.Scopes = cfg.Scopes
@@ -1012,7 +1038,7 @@ func (a *Authorizer) clientCredentials(ctx context.Context, md *metadata, ch cha
 	}
 	g := &grant{
 		Grant: GrantClientCredentials, Issuer: md.issuer(), TokenURL: md.asm.TokenEndpoint,
-		ClientID: a.spec.ClientID, ClientSecret: a.spec.ClientSecret, Scopes: scopes, Resource: md.resource,
+		ClientID: a.spec.ClientID, Scopes: scopes, Resource: md.resource,
 		AuthStyle: int(authStyle(a.spec.TokenEndpointAuthMethod, md.asm.TokenEndpointAuthMethodsSupported)),
 	}
 	tok, err := a.clientCredentialsConfig(g).Token(a.tokenContext(ctx, g.TokenURL, g.Resource))
@@ -1037,7 +1063,7 @@ func (a *Authorizer) clientCredentials(ctx context.Context, md *metadata, ch cha
 
 func (a *Authorizer) clientCredentialsConfig(g *grant) *clientcredentials.Config {
 	c := &clientcredentials.Config{
-		ClientID: g.ClientID, ClientSecret: g.ClientSecret, TokenURL: g.TokenURL, Scopes: g.Scopes,
+		ClientID: g.ClientID, ClientSecret: a.clientSecret(g), TokenURL: g.TokenURL, Scopes: g.Scopes,
 		AuthStyle: oauth2.AuthStyle(g.AuthStyle),
 	}
 	if g.Resource != "" {

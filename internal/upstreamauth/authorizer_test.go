@@ -448,6 +448,9 @@ func TestRefreshRefused(t *testing.T) {
 	if err := b.Reauthorize(t.Context(), cb.fetcher()); err != nil {
 		t.Fatal(err)
 	}
+	if ts, err := a.TokenSource(t.Context()); ts == nil || err != nil {
+		t.Errorf("TokenSource after the new authorization on another replica = %v, %v", ts, err)
+	}
 	if tok, err := a.Token(); err != nil || tok.AccessToken == "" {
 		t.Errorf("Token() after the new authorization = %v, %v", tok, err)
 	}
