@@ -78,6 +78,15 @@
 // serves one client, and the gateway can only guess which caller a request
 // is for when a single one is waiting.
 //
+// # OAuth
+//
+// An sse/http server protected by OAuth gets its handler from Options.OAuth
+// (package upstreamauth in the gateway): every session asks it for the
+// token, and a 401 (or a 403 asking for scope) has it authorize before one
+// retry. When it cannot without an operator (an [AuthRequired] error), the
+// server is NEEDS_AUTH with the reason, at connect or on the first call or
+// health probe that finds out, and is not restarted.
+//
 // A session an HTTP server no longer knows (it restarted, and answers 404 to
 // the old session id) is replaced on the next call, which is then retried
 // once: the primary session through the supervisor, re-discovering the

@@ -280,6 +280,17 @@ func (fl *Flows) Start(ctx context.Context, a *Authorizer) (*Flow, error) {
 	}
 }
 
+// Wait waits until the flow ends or ctx does, and returns why it failed
+// (nil: the grant is stored), or ctx's error.
+func (f *Flow) Wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Get returns the last flow started for server.
 func (fl *Flows) Get(server string) (*Flow, bool) {
 	fl.mu.Lock()

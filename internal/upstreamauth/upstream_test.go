@@ -108,12 +108,7 @@ func (g *gateway) authorize(t *testing.T) {
 	if err := upstreamauth.Headless(&http.Client{Timeout: 10 * time.Second}, g.cb.redirect)(t.Context(), f.URL); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-f.Done():
-	case <-t.Context().Done():
-		t.Fatal("the flow did not end")
-	}
-	if err := f.Err(); err != nil {
+	if err := f.Wait(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.m.Connect(t.Context(), "srv"); err != nil {
@@ -285,8 +280,37 @@ func TestBadMetadataOnStatus(t *testing.T) {
 	g := newGateway(t, rs, upstreamauth.Spec{}, newClock())
 	err := g.m.Connect(t.Context(), "srv")
 	g.wantNeedsAuth(t, err, `metadata issuer "https://attacker.example.com" does not match`)
+	// The operator's flow fails before it has a URL to open, and says why.
+	f, err := g.flows.Start(t.Context(), g.a)
+	if err == nil || f.URL != "" || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("flow = %+v, %v; want an error and no URL", f, err)
+	}
 	if _, _, n := as.counts(); n != 0 {
 		t.Errorf("%d token requests", n)
+	}
+}
+
+// TestFlowsClientCredentials checks that an operator's flow for a client
+// credentials grant needs no browser: it ends with the grant stored.
+func TestFlowsClientCredentials(t *testing.T) {
+	as := newFakeAS(t)
+	rs := newResourceServer(t, as)
+	g := newGateway(t, rs, ccSpec(as), newClock())
+	f, err := g.flows.Start(t.Context(), g.a)
+	if err != nil || f.URL != "" {
+		t.Fatalf("flow = %+v, %v; want done without a URL", f, err)
+	}
+	if err := f.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.m.Connect(t.Context(), "srv"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := g.call(t); err != nil || res.IsError {
+		t.Fatalf("call: %v %v", res, err)
+	}
+	if got, ok := g.flows.Get("srv"); !ok || got != f {
+		t.Errorf("Get = %v, %v", got, ok)
 	}
 }
 
