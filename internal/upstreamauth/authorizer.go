@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -879,23 +880,13 @@ func (a *Authorizer) authorizationCode(ctx context.Context, md *metadata, ch cha
 // go-sdk's flow, which reads the header itself.
 func formatChallenge(c oauthex.Challenge) string {
 	var params []string
-	for _, k := range slices.Sorted(mapsKeys(c.Params)) {
+	for _, k := range slices.Sorted(maps.Keys(c.Params)) {
 		params = append(params, fmt.Sprintf("%s=%q", k, c.Params[k]))
 	}
 	if len(params) == 0 {
 		return c.Scheme
 	}
 	return c.Scheme + " " + strings.Join(params, ", ")
-}
-
-func mapsKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // flowInfo is what the go-sdk's hooks need to know of the flow in
