@@ -26,7 +26,8 @@ func TestHelpGolden(t *testing.T) {
 		{"status", "--help"}, {"start", "--help"}, {"call", "--help"}, {"servers", "add", "--help"},
 		{"config", "validate", "--help"}, {"check", "--help"}, {"tools", "quarantined", "--help"}, {"tools", "approve", "--help"},
 		{"keys", "create", "--help"}, {"grant", "--help"}, {"escalations", "--help"}, {"approvals", "--help"},
-		{"import", "--help"}, {"connect", "--help"}, {"oauth", "--help"}, {"oauth", "clients", "--help"}, {"oauth", "grants", "--help"}} {
+		{"import", "--help"}, {"connect", "--help"}, {"oauth", "--help"}, {"oauth", "clients", "--help"}, {"oauth", "grants", "--help"},
+		{"servers", "probe", "--help"}} {
 		name := strings.Join(args, "_")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := run(t, args...)

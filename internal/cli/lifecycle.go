@@ -240,6 +240,8 @@ func (l *lifecycle) start(ctx context.Context, s api.Server) error {
 				return l.healthy(ctx, s.Name)
 			case "ERROR":
 				return l.t.fail(orDash(sc.Error))
+			case "NEEDS_AUTH":
+				return l.t.fail("needs authorization: " + orDash(sc.Error))
 			case "DISCONNECTED":
 				if phase > starting {
 					return l.t.fail("disconnected" + suffix(sc.Error))

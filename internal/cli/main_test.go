@@ -19,6 +19,9 @@ const demoEnv = "SWITCHBOARD_TEST_RUN_DEMO"
 const mutableFixtureEnv = "SWITCHBOARD_TEST_RUN_MUTABLE_FIXTURE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(probeDriverEnv) == "1" {
+		os.Exit(runProbeDriver())
+	}
 	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
 		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
 			os.Exit(1)

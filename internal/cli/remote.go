@@ -161,7 +161,7 @@ func stateColor(state string) string {
 	switch state {
 	case "CONNECTED", "CLOSED", "ALLOW":
 		return colorGreen
-	case "DEGRADED", "HALF_OPEN", "CONNECTING":
+	case "DEGRADED", "HALF_OPEN", "CONNECTING", "NEEDS_AUTH":
 		return colorYellow
 	case "ERROR", "OPEN", "DENY":
 		return colorRed

@@ -12,7 +12,7 @@ import (
 )
 
 // States are the upstream states exported by switchboard_upstream_state.
-var States = []string{"CONNECTING", "CONNECTED", "DEGRADED", "DISCONNECTED", "ERROR"}
+var States = []string{"CONNECTING", "CONNECTED", "DEGRADED", "DISCONNECTED", "ERROR", "NEEDS_AUTH"}
 
 // Metrics is the set of instruments. Safe for concurrent use.
 type Metrics struct {

@@ -464,10 +464,12 @@ var knownClientFailures = map[string]struct {
 // name, scored or not, with the gateway's upstream connector as the client
 // under test (this test binary, see runConformanceClient), in several
 // configurations: protocol_version auto and pinned to the revision, and
-// callers of both eras. The authorization scenarios (auth/*, extensions
-// included) are left out: the connector has no OAuth client yet. No other
-// check may fail or warn, except knownClientFailures, and every scenario
-// must pass a check. The table of results is logged.
+// callers of both eras. The authorization scenarios (auth/*) need an OAuth
+// client, which this driver does not configure: internal/cli's
+// TestProbeConformance runs them through `switchboard servers probe`, which
+// drives this connector with one. No other check may fail or warn, except
+// knownClientFailures, and every scenario must pass a check. The table of
+// results is logged.
 func TestConformanceClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the client conformance scenarios take half a minute")
@@ -499,7 +501,7 @@ func TestConformanceClient(t *testing.T) {
 					run = append(run, s)
 				}
 			}
-			t.Logf("left out (authorization, no OAuth client in the connector yet): %d scenarios: %s", len(left), strings.Join(left, " "))
+			t.Logf("left out (authorization: internal/cli TestProbeConformance runs them): %d scenarios: %s", len(left), strings.Join(left, " "))
 
 			// Two runs at a time: each is a node process and a driver.
 			type job struct {

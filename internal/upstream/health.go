@@ -226,10 +226,11 @@ type probe struct {
 }
 
 type probeResult struct {
-	ok  bool
-	err string // redacted
-	rt  time.Duration
-	at  time.Time
+	ok         bool
+	err        string // redacted
+	authReason string // the server needs authorizing (see [AuthRequired]); redacted
+	rt         time.Duration
+	at         time.Time
 }
 
 // startProbe checks the health of sess in a goroutine, bounded by the
@@ -244,6 +245,10 @@ func (s *supervisor) startProbe(sess *session) *probe {
 		res := probeResult{ok: err == nil, rt: time.Since(start), at: start}
 		if err != nil {
 			res.err = err.Error()
+			var ap *authProblem
+			if errors.As(err, &ap) {
+				res.authReason = ap.reason
+			}
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				res.err = fmt.Sprintf("no answer within %s", s.lc.health.timeout)
 			}
@@ -283,14 +288,30 @@ func (s *supervisor) healthTool() string {
 	return tool
 }
 
+// authProblem is a probe's failure because the server needs authorizing.
+type authProblem struct{ msg, reason string }
+
+func (e *authProblem) Error() string { return e.msg }
+
 // check runs one probe; its error is redacted.
 func (s *supervisor) check(ctx context.Context, sess *session) error {
+	err := s.checkOnce(ctx, sess)
+	if reason := authReason(err); reason != "" {
+		return &authProblem{msg: sess.redact.Error(err), reason: sess.redact.String(reason)}
+	}
+	return err
+}
+
+func (s *supervisor) checkOnce(ctx context.Context, sess *session) error {
 	h := s.lc.health
 	switch h.method {
 	case config.HealthToolCall:
 		tool := s.healthTool()
 		res, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: h.args})
 		if err != nil {
+			if authReason(err) != "" {
+				return err
+			}
 			return fmt.Errorf("calling tool %q: %s", tool, sess.redact.Error(err))
 		}
 		if res.IsError {
@@ -301,6 +322,9 @@ func (s *supervisor) check(ctx context.Context, sess *session) error {
 		return s.checkHTTP(ctx)
 	default:
 		if err := sess.cs.Ping(ctx, nil); err != nil {
+			if authReason(err) != "" {
+				return err
+			}
 			return fmt.Errorf("ping: %s", sess.redact.Error(err))
 		}
 		return nil

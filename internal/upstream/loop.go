@@ -244,6 +244,15 @@ func (l *loop) command(c command) {
 			c.reply <- reply{}
 		}
 
+	case cmdNeedsAuth:
+		if l.sess == nil || l.sess != c.sess || l.draining {
+			c.reply <- reply{} // that session is gone already
+			return
+		}
+		l.needsAuth(c.reason, l.ended(nil))
+		l.settle(l.closeSession())
+		c.reply <- reply{}
+
 	case cmdRediscover:
 		if l.sess == nil || l.draining {
 			c.reply <- reply{err: s.unavailable(nil)}
@@ -312,6 +321,14 @@ func (l *loop) attemptDone(res attemptResult) {
 	l.waiters = nil
 	s.update(func(*Status) { s.installSince = time.Time{} })
 	if res.sess == nil {
+		if reason := authReason(res.err); reason != "" {
+			l.needsAuth(reason, nil)
+			err := s.unavailable(res.err)
+			for _, w := range waiters {
+				w <- reply{err: err}
+			}
+			return
+		}
 		s.log.Warn("upstream connect failed", "reason", res.reason)
 		// A start that timed out may have been busy (downloading, building
 		// a cache): its restart waits at least as long as it was given,
@@ -363,6 +380,23 @@ func (l *loop) attemptDone(res attemptResult) {
 	for _, w := range waiters {
 		w <- reply{}
 	}
+}
+
+// needsAuth moves to NEEDS_AUTH with reason: the server's OAuth grant is
+// missing or refused, and only an operator's authorization (then
+// [Manager.Connect]) helps, so nothing is retried meanwhile. mutate, if
+// set, edits the Status in the transition.
+func (l *loop) needsAuth(reason string, mutate func(*Status)) {
+	s := l.s
+	s.log.Warn("upstream needs authorization", "reason", reason)
+	l.want = false
+	l.restart.stop()
+	s.transition(StateNeedsAuth, reason, func(st *Status) {
+		st.NextRestartAt = time.Time{}
+		if mutate != nil {
+			mutate(st)
+		}
+	})
 }
 
 // fail moves to ERROR with reason after a failure. With retry, the server
@@ -611,6 +645,11 @@ func (l *loop) probed(res probeResult) {
 	h.ErrorRate, h.WindowCalls = s.stats.Load().rate()
 	if !res.ok {
 		s.log.Warn("upstream health check failed", "method", h.Method, "error", res.err, "consecutive", h.ConsecutiveFailures)
+	}
+	if res.authReason != "" && l.sess != nil && !l.draining {
+		l.needsAuth(res.authReason, l.ended(nil))
+		l.settle(l.closeSession())
+		return
 	}
 	if cb := s.opts.OnHealth; cb != nil && !s.hold.holding() {
 		cb(HealthReport{Server: s.name, Method: h.Method, OK: res.ok, ResponseTime: res.rt, Error: res.err, At: res.at, Health: h})

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -312,11 +313,20 @@ func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Tra
 	if s.opts.Tracer != nil {
 		client.Transport = &traceTransport{base: client.Transport}
 	}
+	var oauth auth.OAuthHandler
+	if s.opts.OAuth != nil {
+		oauth = s.opts.OAuth(s.name)
+	}
 	var inner mcp.Transport
 	if legacy {
+		if oauth != nil {
+			// The SSE transport has no OAuth hook: the token goes as a
+			// header, and a 401 fails the connect or call.
+			client.Transport = &bearerTransport{base: client.Transport, host: u.Host, oauth: oauth}
+		}
 		inner = &mcp.SSEClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client, MaxEventSize: -1}
 	} else {
-		inner = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client, MaxEventSize: -1}
+		inner = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client, MaxEventSize: -1, OAuthHandler: oauth}
 	}
 	return &lifetimeTransport{inner: inner, ctx: lifetime}, red, nil
 }

@@ -173,6 +173,13 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 	if ctx.Err() != nil {
 		return zero, failed(err), stepDone
 	}
+	if reason := authReason(err); reason != "" {
+		// The grant is missing or refused: the server needs an operator,
+		// and every call would fail the same way until then.
+		s.requireAuth(ctx, sess, sess.redact.String(reason))
+		sent = false // refused before the server ran it
+		return zero, unavailable(err), stepDone
+	}
 	expired := errors.Is(err, mcp.ErrSessionMissing)
 	if ps != nil {
 		if expired && !st.redone {

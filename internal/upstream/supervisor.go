@@ -44,6 +44,7 @@ const (
 	cmdDemand                    // a call's: start a DISCONNECTED server that starts on demand
 	cmdDisconnect                // drain, then stop
 	cmdRediscover                // list everything again now
+	cmdNeedsAuth                 // a call found the server needs authorizing
 )
 
 // command is a lifecycle request to the supervisor goroutine. reply is
@@ -51,6 +52,9 @@ const (
 type command struct {
 	kind  cmdKind
 	reply chan reply
+
+	sess   *session // cmdNeedsAuth: the session the call failed on
+	reason string   // cmdNeedsAuth: why, redacted
 }
 
 // reply answers a command.
@@ -651,6 +655,24 @@ func (s *supervisor) request(ctx context.Context, kind cmdKind) reply {
 }
 
 var errGone = errors.New("upstream removed")
+
+// requireAuth tells the supervisor that a call on sess found the server
+// needs authorizing, and waits until the NEEDS_AUTH state is recorded, so
+// that the call reports it.
+func (s *supervisor) requireAuth(ctx context.Context, sess *session, reason string) {
+	ch := make(chan reply, 1)
+	select {
+	case s.cmds <- command{kind: cmdNeedsAuth, reply: ch, sess: sess, reason: reason}:
+	case <-s.exited:
+		return
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}
 
 // serving returns the serving session, or why there is none.
 func (s *supervisor) serving() (*session, error) {

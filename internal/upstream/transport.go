@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
@@ -138,6 +139,59 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(req)
+}
+
+// bearerTransport gives the SSE transport, which takes no OAuth handler,
+// what the Streamable HTTP one does with it: the handler's token on
+// requests for the upstream's own host, and on a 401 (or a 403 asking for
+// scope) the handler's Authorize, then one retry.
+type bearerTransport struct {
+	base  http.RoundTripper
+	host  string
+	oauth auth.OAuthHandler
+}
+
+func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(req.URL.Host, t.host) {
+		return t.base.RoundTrip(req)
+	}
+	resp, sent, err := t.send(req)
+	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+		return resp, err
+	}
+	if req.Body != nil && req.GetBody == nil {
+		return resp, nil // cannot be sent again
+	}
+	if err := t.oauth.Authorize(req.Context(), sent, resp); err != nil { // closes resp.Body
+		return nil, err
+	}
+	retry := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if retry.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	resp, _, err = t.send(retry)
+	return resp, err
+}
+
+// send sends req with the handler's token, if it has one, and returns the
+// request as sent.
+func (t *bearerTransport) send(req *http.Request) (*http.Response, *http.Request, error) {
+	ts, err := t.oauth.TokenSource(req.Context())
+	if err != nil {
+		return nil, nil, err
+	}
+	if ts != nil {
+		tok, err := ts.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		req = req.Clone(req.Context()) // a RoundTripper must not modify the caller's request
+		tok.SetAuthHeader(req)
+	}
+	resp, err := t.base.RoundTrip(req)
+	return resp, req, err
 }
 
 // httpClient clones the base client with the resolved headers added.

@@ -78,6 +78,15 @@
 // serves one client, and the gateway can only guess which caller a request
 // is for when a single one is waiting.
 //
+// # OAuth
+//
+// An sse/http server protected by OAuth gets its handler from Options.OAuth
+// (package upstreamauth in the gateway): every session asks it for the
+// token, and a 401 (or a 403 asking for scope) has it authorize before one
+// retry. When it cannot without an operator (an [AuthRequired] error), the
+// server is NEEDS_AUTH with the reason, at connect or on the first call or
+// health probe that finds out, and is not restarted.
+//
 // A session an HTTP server no longer knows (it restarted, and answers 404 to
 // the old session id) is replaced on the next call, which is then retried
 // once: the primary session through the supervisor, re-discovering the
@@ -95,6 +104,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
@@ -117,13 +127,41 @@ type State string
 // configuration problem (a command not found), or it is in a crash loop; an
 // operator's [Manager.Connect] starts it in any case. DISCONNECTED is stopped
 // on purpose: never started, [Manager.Disconnect], or idle (LastError "idle").
+// NEEDS_AUTH is an sse/http server whose OAuth handler (Options.OAuth)
+// holds no usable grant and cannot get one without an operator (an
+// [AuthRequired] error: never authorized, a refused refresh, a step-up):
+// LastError says why; it is not restarted until an operator's
+// [Manager.Connect], after the authorization.
 const (
 	StateConnecting   State = "CONNECTING"
 	StateConnected    State = "CONNECTED"
 	StateDegraded     State = "DEGRADED"
 	StateDisconnected State = "DISCONNECTED"
 	StateError        State = "ERROR"
+	StateNeedsAuth    State = "NEEDS_AUTH"
 )
+
+// AuthRequired is implemented by the errors of an OAuth handler
+// (Options.OAuth) that mean an operator must authorize the server again;
+// the supervisor then moves it to NEEDS_AUTH with AuthReason as the
+// reason, instead of retrying. AuthReason must not contain secrets.
+type AuthRequired interface {
+	error
+	AuthReason() string
+}
+
+// authReason is the reason of the AuthRequired error in err's chain, or
+// "" when there is none.
+func authReason(err error) string {
+	var a AuthRequired
+	if errors.As(err, &a) {
+		if r := a.AuthReason(); r != "" {
+			return r
+		}
+		return "authorization required"
+	}
+	return ""
+}
 
 // serving reports whether calls may be sent to a server in state s.
 func (s State) serving() bool { return s == StateConnected || s == StateDegraded }
@@ -322,6 +360,13 @@ type Options struct {
 	// alone with a [ResultTooLargeError]; the connection stays up. Default
 	// 16 MiB.
 	MaxResultBytes int
+	// OAuth, if set, returns the OAuth handler of an sse/http server (nil
+	// for none): the go-sdk's Streamable HTTP transport asks it for a
+	// token before every request and has it authorize after a 401 or 403;
+	// an sse server gets its token as a header. Every session of the
+	// server (the primary one and those per peer) shares the handler. An
+	// [AuthRequired] error from it puts the server in NEEDS_AUTH.
+	OAuth func(server string) auth.OAuthHandler
 	// Tracer, if set, makes a client span of every request relayed to a
 	// server and propagates its trace context: in the request's _meta
 	// (every transport) and in the traceparent header (sse/http). nil:
@@ -470,9 +515,10 @@ func isRejected(err error) bool {
 func Transient(err error) bool {
 	var u *UnavailableError
 	if errors.As(err, &u) {
-		// A disconnected (or draining) server stays so until an operator
-		// acts: not something to wait out.
-		return u.State != StateDisconnected && !errors.Is(u.cause, context.Canceled)
+		// A disconnected (or draining) server, or one that needs
+		// authorizing, stays so until an operator acts: not something to
+		// wait out.
+		return u.State != StateDisconnected && u.State != StateNeedsAuth && !errors.Is(u.cause, context.Canceled)
 	}
 	if isRejected(err) {
 		return true

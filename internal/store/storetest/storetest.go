@@ -69,6 +69,9 @@ func Run(t *testing.T, open func(t *testing.T) *store.DB) {
 		{"OAuthRequests", testOAuthRequests},
 		{"OAuthCodesAndTokens", testOAuthCodesAndTokens},
 		{"OAuthSigningKeys", testOAuthSigningKeys},
+		{"UpstreamTokens", testUpstreamTokens},
+		{"UpstreamTokenLease", testUpstreamTokenLease},
+		{"UpstreamTokenLeaseRace", testUpstreamTokenLeaseRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
