@@ -50,6 +50,13 @@ type builtinOAuthGateway struct {
 // be the URL its clients use.
 func startBuiltinOAuthGateway(t *testing.T, server string) *builtinOAuthGateway {
 	t.Helper()
+	return startBuiltinOAuthGatewayStore(t, server, filepath.Join(t.TempDir(), "switchboard.db"))
+}
+
+// startBuiltinOAuthGatewayStore is startBuiltinOAuthGateway on the store
+// at storePath (a SQLite file or a PostgreSQL DSN).
+func startBuiltinOAuthGatewayStore(t *testing.T, server, storePath string) *builtinOAuthGateway {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -65,8 +72,7 @@ func startBuiltinOAuthGateway(t *testing.T, server string) *builtinOAuthGateway 
 	}
 	yaml += "servers:" + demoServer("demo")
 	answers := &answerLog{}
-	g := startGatewayOn(t, ln, yaml, map[string]string{"SWITCHBOARD_ADMIN_KEY": oauthAdminKey},
-		filepath.Join(t.TempDir(), "switchboard.db"), answers.wrap)
+	g := startGatewayOn(t, ln, yaml, map[string]string{"SWITCHBOARD_ADMIN_KEY": oauthAdminKey}, storePath, answers.wrap)
 	if g.url() != base {
 		t.Fatalf("gateway serves %s, configured for %s", g.url(), base)
 	}
