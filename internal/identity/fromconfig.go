@@ -2,6 +2,7 @@ package identity
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/netguard"
@@ -43,7 +44,7 @@ func FromConfig(cfg *config.Config, listen string, getenv func(string) string) (
 			}
 		}
 		ic.JWT = &JWTConfig{
-			Secret: secret, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway,
+			Secret: secret, JWKSURL: j.JWKSURL, Issuer: j.Issuer, Audience: j.Audience, Leeway: leeway(j.Leeway),
 			AgentClaim: j.Claims.AgentID, RolesClaim: j.Claims.Roles, WorkspaceClaim: j.Claims.Workspace,
 			AllowClaim: j.Claims.AllowServers, DenyClaim: j.Claims.DenyServers, AdminClaim: j.Claims.Admin,
 		}
@@ -63,7 +64,7 @@ func FromConfig(cfg *config.Config, listen string, getenv func(string) string) (
 		}
 		oc := &OAuthConfig{
 			Resource: o.Resource, Scopes: o.Scopes, ScopeRoles: o.ScopeRoles,
-			Token: JWTConfig{Issuer: o.Issuer, JWKSURL: o.JWKSURL, Leeway: o.Leeway,
+			Token: JWTConfig{Issuer: o.Issuer, JWKSURL: o.JWKSURL, Leeway: leeway(o.Leeway),
 				AgentClaim: o.Claims.AgentID, RolesClaim: o.Claims.Roles, WorkspaceClaim: o.Claims.Workspace,
 				AllowClaim: o.Claims.AllowServers, DenyClaim: o.Claims.DenyServers, AdminClaim: o.Claims.Admin},
 		}
@@ -80,4 +81,14 @@ func FromConfig(cfg *config.Config, listen string, getenv func(string) string) (
 		ic.OAuth = oc
 	}
 	return ic, "", nil
+}
+
+// leeway is a configured leeway as JWTConfig takes it: the config has
+// applied its default already, so its 0 means none, while JWTConfig's 0
+// means the default; a nanosecond is none in all but name.
+func leeway(d time.Duration) time.Duration {
+	if d == 0 {
+		return time.Nanosecond
+	}
+	return d
 }
