@@ -239,7 +239,9 @@ type Server struct {
 	HeadersFromEnv    map[string]string `json:"headers_from_env,omitempty" yaml:"headers_from_env"`         // header name -> env var name
 	BearerTokenEnvVar string            `json:"bearer_token_env_var,omitempty" yaml:"bearer_token_env_var"` // env var holding a token -> "Authorization: Bearer <tok>"
 	HealthCheckURL    string            `json:"health_check_url,omitempty" yaml:"health_check_url"`
-	DefaultAccess     string            `json:"default_access,omitempty" yaml:"default_access"` // "allow" (default) | "deny"
+	// Auth makes the gateway the server's OAuth client; nil = none.
+	Auth          *ServerAuth `json:"auth,omitempty" yaml:"auth,omitempty"`
+	DefaultAccess string      `json:"default_access,omitempty" yaml:"default_access"` // "allow" (default) | "deny"
 	// PinDefinitions: nil or true pins the first definition seen of each
 	// tool and quarantines a tool whose definition changes until an admin
 	// approves it; false applies changes as they come.
@@ -277,6 +279,8 @@ type Server struct {
 	// resolved holds the values of HeadersFromEnv and BearerTokenEnvVar read by
 	// Expand (header name -> value). SECRET.
 	resolved map[string]string
+	// authSecret is the value of Auth.ClientSecretEnv read by Expand. SECRET.
+	authSecret string
 }
 
 // ResolvedHeaders returns the headers to send upstream: Headers plus
@@ -335,6 +339,11 @@ func (s *Server) Clone() *Server {
 	if s.PinDefinitions != nil {
 		v := *s.PinDefinitions
 		c.PinDefinitions = &v
+	}
+	if s.Auth != nil {
+		a := *s.Auth
+		a.Scopes = slices.Clone(s.Auth.Scopes)
+		c.Auth = &a
 	}
 	if s.HealthCheck != nil {
 		h := *s.HealthCheck
@@ -455,6 +464,9 @@ func (s *Server) Redacted() *Server {
 		for k := range m {
 			m[k] = redactedValue
 		}
+	}
+	if c.authSecret != "" {
+		c.authSecret = redactedValue
 	}
 	c.URL = redactURL(c.URL)
 	c.HealthCheckURL = redactURL(c.HealthCheckURL)

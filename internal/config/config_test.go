@@ -158,6 +158,59 @@ func TestParseErrors(t *testing.T) {
 			want: []wantErr{{Line: 7, Field: "servers.a.bearer_token_env_var", Msg: "also set by servers.a.headers.authorization"}},
 		},
 		{
+			name: "oauth: unknown type, grant and auth method",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: saml\n      grant: password\n      token_endpoint_auth_method: private_key_jwt\n",
+			want: []wantErr{
+				{Line: 6, Field: "servers.a.auth.type", Msg: `unknown type "saml": must be "oauth"`},
+				{Line: 7, Field: "servers.a.auth.grant", Msg: `"password" is not authorization_code or client_credentials`},
+				{Line: 8, Field: "servers.a.auth.token_endpoint_auth_method", Msg: "is not client_secret_basic"},
+			},
+		},
+		{
+			name: "oauth: on a stdio server, and without type",
+			yaml: "servers:\n  a:\n    transport: stdio\n    command: x\n    auth:\n      client_id: c\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.auth.type", Msg: "type is required"},
+				{Line: 5, Field: "servers.a.auth", Msg: "not allowed for a stdio server"},
+			},
+		},
+		{
+			name: "oauth: with a bearer token and an Authorization header",
+			yaml: "servers:\n  a:\n    transport: sse\n    url: https://example.com/sse\n    bearer_token_env_var: TOKEN\n    auth: {type: oauth}\n" +
+				"  b:\n    transport: http\n    url: https://example.com/mcp\n    headers: {authorization: Basic x}\n    auth: {type: oauth}\n",
+			env: map[string]string{"TOKEN": "t"},
+			want: []wantErr{
+				{Line: 6, Field: "servers.a.auth", Msg: "remove bearer_token_env_var"},
+				{Line: 11, Field: "servers.b.auth", Msg: "remove headers.authorization"},
+			},
+		},
+		{
+			name: "oauth: client credentials without a client, bad fields",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: oauth\n      grant: client_credentials\n" +
+				"      client_metadata_url: http://gw.example.com/md.json\n      scopes: [\"a b\"]\n      issuer: idp.example.com\n      refresh_margin_seconds: -1\n      max_step_ups: 99\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.auth.client_id", Msg: "needs a registered client"},
+				{Line: 5, Field: "servers.a.auth.client_secret_env", Msg: "needs the client's secret"},
+				{Line: 8, Field: "servers.a.auth.client_metadata_url", Msg: "only for the authorization_code grant"},
+				{Line: 8, Field: "servers.a.auth.client_metadata_url", Msg: "must be an https URL with a path"},
+				{Line: 9, Field: "servers.a.auth.scopes[0]", Msg: "is not a scope token"},
+				{Line: 10, Field: "servers.a.auth.issuer", Msg: "absolute http"},
+				{Line: 11, Field: "servers.a.auth.refresh_margin_seconds", Msg: "must be between 0 and"},
+				{Line: 12, Field: "servers.a.auth.max_step_ups", Msg: "must be between 0 and 10"},
+			},
+		},
+		{
+			name: "oauth: client secret variable unset, invalid, or with none",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: oauth\n      client_id: c\n      client_secret_env: NO_SECRET\n" +
+				"  b:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: oauth\n      client_secret_env: 1bad\n      token_endpoint_auth_method: none\n",
+			want: []wantErr{
+				{Line: 8, Field: "servers.a.auth.client_secret_env", Msg: "environment variable NO_SECRET is not set"},
+				{Line: 14, Field: "servers.b.auth.client_secret_env", Msg: "not a valid environment variable name"},
+				{Line: 14, Field: "servers.b.auth.client_secret_env", Msg: "a secret without client_id"},
+				{Line: 15, Field: "servers.b.auth.token_endpoint_auth_method", Msg: "none sends no secret"},
+			},
+		},
+		{
 			name: "wrong type for setting",
 			yaml: "settings:\n  listen: [1]\n",
 			want: []wantErr{{Line: 2, Field: "settings.listen", Msg: "must be a string, got a list"}},
@@ -1545,6 +1598,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		HealthCheck: &HealthCheck{Method: "tool_call", Tool: "status", Args: map[string]any{"deep": map[string]any{"x": "y"}, "n": 1.5},
 			Interval: Seconds(10 * time.Second), Timeout: Seconds(250 * time.Millisecond)},
 		Package: "@scope/pkg@1.0.0",
+		Auth:    &ServerAuth{Type: "oauth", ClientID: "c", ClientSecretEnv: "CS", Scopes: []string{"s"}, RefreshMarginSeconds: 5},
 		Pos:     map[string]Pos{"": {1, 1}},
 	}
 	js, err := json.Marshal(s)
@@ -1782,5 +1836,46 @@ func TestInsecureTransport(t *testing.T) {
 		if got := s.InsecureTransport(); got != tt.want {
 			t.Errorf("InsecureTransport(%s %s) = %v, want %v", tt.transport, tt.url, got, tt.want)
 		}
+	}
+}
+
+// TestServerAuthExpand checks that the OAuth client secret is read from the
+// variable auth.client_secret_env names, that the JSON a definition is
+// stored as holds the name and never the value, and that Redacted hides it.
+func TestServerAuthExpand(t *testing.T) {
+	src := "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: oauth\n      grant: client_credentials\n" +
+		"      client_id: gw\n      client_secret_env: UP_SECRET\n      scopes: [read, write]\n      refresh_margin_seconds: 30\n      max_step_ups: 3\n"
+	cfg, err := Parse("switchboard.yaml", []byte(src), envFunc(map[string]string{"UP_SECRET": "s3cr3t-value"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Server("a")
+	want := &ServerAuth{Type: "oauth", Grant: "client_credentials", ClientID: "gw", ClientSecretEnv: "UP_SECRET",
+		Scopes: []string{"read", "write"}, RefreshMarginSeconds: 30, MaxStepUps: 3}
+	if diff := cmp.Diff(want, s.Auth); diff != "" {
+		t.Errorf("auth (-want +got):\n%s", diff)
+	}
+	if got := s.AuthClientSecret(); got != "s3cr3t-value" {
+		t.Errorf("AuthClientSecret = %q", got)
+	}
+	if got := s.Clone().AuthClientSecret(); got != "s3cr3t-value" {
+		t.Errorf("Clone lost the secret: %q", got)
+	}
+	if got := s.Redacted().AuthClientSecret(); got == "s3cr3t-value" {
+		t.Error("Redacted kept the secret")
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "s3cr3t") || !strings.Contains(string(b), `"client_secret_env":"UP_SECRET"`) {
+		t.Errorf("stored JSON = %s", b)
+	}
+	var back Server
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, back.Auth); diff != "" {
+		t.Errorf("auth read back (-want +got):\n%s", diff)
 	}
 }

@@ -189,6 +189,7 @@ func validateServer(s *Server) []problem {
 	}
 
 	probs = append(probs, validateLifecycle(s)...)
+	probs = append(probs, validateServerAuth(s)...)
 
 	if strings.ContainsRune(s.Command, 0) {
 		add("command", "must not contain a NUL byte")
@@ -457,11 +458,16 @@ func (s *Server) expand(getenv func(string) string) []problem {
 			lookup(fmt.Sprintf("env_passthrough[%d]", i), name)
 		}
 	}
+	var authSecret string
+	if s.Auth != nil && s.Auth.ClientSecretEnv != "" && envNameRE.MatchString(s.Auth.ClientSecretEnv) {
+		authSecret, _ = lookup("auth.client_secret_env", s.Auth.ClientSecretEnv)
+	}
 
 	if len(probs) > 0 {
 		return probs
 	}
 	s.Env, s.Headers = env, headers
+	s.authSecret = authSecret
 	s.resolved = nil
 	if len(resolved) > 0 {
 		s.resolved = resolved
