@@ -244,6 +244,10 @@ type Options struct {
 	// built-in authorization server. nil (the gateway does not run it)
 	// answers those routes with 404 oauth_server_off.
 	OAuth OAuthAdmin
+	// UpstreamAuth, if set, serves /api/v1/aggregator/servers/{id}/auth:
+	// the OAuth authorization of upstream servers. nil answers 404
+	// upstream_auth_not_configured.
+	UpstreamAuth UpstreamAuth
 }
 
 // ClusterView is GET /api/v1/cluster: this replica and every live one.
@@ -294,6 +298,7 @@ type handler struct {
 	escalations Escalations
 	series      TimeSeries
 	oauth       OAuthAdmin
+	upAuth      UpstreamAuth
 }
 
 // New returns the REST API as an http.Handler (routes in routes.go).
@@ -326,7 +331,7 @@ func New(servers Servers, cat *catalog.Catalog, caller Caller, opts *Options) ht
 	h := &handler{servers: servers, defs: servers, control: servers, diag: servers, cat: cat, caller: caller, logger: o.Logger, ready: o.Ready, maxBody: o.MaxBodyBytes, events: o.Events,
 		keys: o.Keys, policies: o.Policies, audit: o.Audit, breakers: o.Breakers, stats: o.Stats, registrar: o.Registrar,
 		searcher: o.Search, visible: o.Visible, srvVisible: o.ServerVisible, operation: o.Operation, toolStatus: o.ToolStatus, cluster: o.Cluster, pins: o.Pins,
-		escalations: o.Escalations, series: o.Series, oauth: o.OAuth}
+		escalations: o.Escalations, series: o.Series, oauth: o.OAuth, upAuth: o.UpstreamAuth}
 	return h.routes()
 }
 

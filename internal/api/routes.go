@@ -21,6 +21,8 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/connect", h.admin(h.connectServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/disconnect", h.admin(h.disconnectServer))
 	mux.Handle("POST /api/v1/aggregator/servers/{id}/discover", h.admin(h.discoverServer))
+	mux.Handle("POST /api/v1/aggregator/servers/{id}/auth", h.admin(h.upstreamAuth(true)))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}/auth", h.admin(h.upstreamAuth(false)))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/history", h.authed(h.serverHistory))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.authed(h.serverCapabilities))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/logs", h.admin(h.serverLogs))

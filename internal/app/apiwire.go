@@ -23,7 +23,7 @@ func (a *App) apiHandler() http.Handler {
 		oauthAdmin = a.authSrv
 	}
 	return api.New(a.reg, a.cat, a.pipe, &api.Options{
-		OAuth:  oauthAdmin,
+		OAuth: oauthAdmin, UpstreamAuth: a.upAuth,
 		Logger: a.logger, Ready: a.Ready, Events: a.events,
 		Keys:      admin.NewKeys(ao),
 		Policies:  admin.NewPolicies(ao),

@@ -38,6 +38,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/tlsserve"
 	"github.com/switchboard-mcp/switchboard/internal/toolsearch"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
+	"github.com/switchboard-mcp/switchboard/internal/upstreamauth"
 	"github.com/switchboard-mcp/switchboard/internal/web"
 )
 
@@ -83,6 +84,7 @@ type App struct {
 	browser  *httpguard.Guard // Host, Origin and body checks of every route
 	esc      *escalation.Service
 	authSrv  *authserver.Server // auth.mode oauth without an issuer; nil otherwise
+	upAuth   *upstreamauth.Set  // OAuth clients of the servers with auth
 	tls      *tlsserve.Source   // settings.listen_tls; nil: plain HTTP
 	tracing  *telemetry.Tracing
 	start    []string // the servers to start
@@ -116,8 +118,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := cfg.Settings
-	log := o.Logger
+	s, log := cfg.Settings, o.Logger
 	// Refuse an unauthenticated public listener before touching anything.
 	listen := s.Listen
 	if o.NoListener {
@@ -202,8 +203,10 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	if recorder := a.sec.recorder; recorder != nil {
 		pins = pinning.New(db, &pinning.Options{Logger: log, Events: a.events, Audit: func(r audit.Record) { recorder.Record(r) }})
 	}
+	a.upAuth = upstreamauth.NewSet(upstreamauth.SetOptions{PublicURL: upstreamauth.PublicURL(cfg, a.scheme(), listen), Definition: func(n string) (*config.Server, error) { return a.ups.Config(n) },
+		Authorizer: upstreamauth.Options{Store: db, Keyring: keys, HTTPClient: guard.Client(30 * time.Second), Logger: log}, OnAuthorized: func(n string) { _, _ = a.reg.Connect(bg, n, false) }})
 	uo := &upstream.Options{
-		Logger:         log,
+		Logger: log, OAuth: a.upAuth.For,
 		SelfExecutable: o.SelfExecutable,
 		Getenv:         o.Getenv,
 		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},
@@ -369,25 +372,21 @@ func (a *App) Handler() http.Handler {
 	mux.Handle("GET /healthz", apiHandler)
 	mux.Handle("GET /readyz", apiHandler)
 	mux.Handle("/", authn(apiHandler))
-	guarded := a.browser.Handler(mux)
-	md := a.sec.authn.MetadataHandler()
-	if md == nil && a.authSrv == nil {
-		return guarded
-	}
-	// The protected resource metadata (RFC 9728) and the authorization
-	// server's endpoints are called by browser-based clients from their own
-	// origin: they stay outside the browser guard, which refuses foreign
-	// origins (the authorization server's pages protect themselves: a
-	// cookie bound to the request, a CSRF token, an Origin check).
+	// The protected resource metadata (RFC 9728), the authorization server's
+	// endpoints and the upstream OAuth callback (its state is its credential)
+	// are reached from other origins: they stay outside the browser guard
+	// (the authorization server's pages protect themselves: a cookie bound
+	// to the request, a CSRF token, an Origin check).
 	outer := http.NewServeMux()
-	if md != nil {
+	a.upAuth.Register(outer)
+	if md := a.sec.authn.MetadataHandler(); md != nil {
 		outer.Handle(identity.MetadataPath, md)
 		outer.Handle(identity.MetadataPath+"/", md)
 	}
 	if a.authSrv != nil {
 		a.authSrv.Register(outer)
 	}
-	outer.Handle("/", guarded)
+	outer.Handle("/", a.browser.Handler(mux))
 	return outer
 }
 
@@ -454,6 +453,7 @@ func (a *App) Close(ctx context.Context) {
 	if a.fronts != nil {
 		a.fronts.close()
 	}
+	a.upAuth.Close() // its flows reconnect servers: before the upstreams
 	if a.ups != nil {
 		if err := a.ups.Close(context.WithoutCancel(ctx)); err != nil {
 			a.logger.Warn("closing upstreams", "error", err)
