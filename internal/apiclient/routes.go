@@ -119,6 +119,23 @@ func (c *Client) DiscoverServer(ctx context.Context, idOrName string) (api.Serve
 	return out, err
 }
 
+// StartServerAuth starts the OAuth authorization of a server with `auth`
+// (POST …/servers/{id}/auth): the answer holds the URL a person must open,
+// "" for the client_credentials grant.
+func (c *Client) StartServerAuth(ctx context.Context, idOrName string) (api.UpstreamAuthFlow, error) {
+	var out api.UpstreamAuthFlow
+	err := c.do(ctx, "POST", serversPath+"/"+esc(idOrName)+"/auth", nil, nil, &out)
+	return out, err
+}
+
+// ServerAuth is the state of a server's last authorization flow and its
+// stored grant (GET …/servers/{id}/auth); never a token.
+func (c *Client) ServerAuth(ctx context.Context, idOrName string) (api.UpstreamAuthFlow, error) {
+	var out api.UpstreamAuthFlow
+	err := c.do(ctx, "GET", serversPath+"/"+esc(idOrName)+"/auth", nil, nil, &out)
+	return out, err
+}
+
 // HistoryList is the answer of GET …/servers/{id}/history.
 type HistoryList struct {
 	History []api.ConnectionEvent `json:"history"`

@@ -91,7 +91,7 @@ func newServers(e *env) *cobra.Command {
 		},
 	}
 	r.register(cmd)
-	cmd.AddCommand(newServersAdd(r), newServersRm(r), newServersConnect(r, "connect"), newServersConnect(r, "disconnect"), newServersLogs(r),
+	cmd.AddCommand(newServersAdd(r), newServersRm(r), newServersConnect(r, "connect"), newServersConnect(r, "disconnect"), newServersLogs(r), newServersAuth(r),
 		newServersProbe(e))
 	return cmd
 }
