@@ -46,7 +46,7 @@ func newOAuthUpstream(t *testing.T, secret string) *oauthUpstream {
 			AuthorizationEndpoint: u.as.URL + "/authorize", TokenEndpoint: u.as.URL + "/token", RegistrationEndpoint: u.as.URL + "/register",
 			ResponseTypesSupported: []string{"code"}, GrantTypesSupported: []string{"authorization_code", "refresh_token", "client_credentials"},
 			CodeChallengeMethodsSupported: []string{"S256"}, TokenEndpointAuthMethodsSupported: []string{"client_secret_basic", "none"},
-			ScopesSupported: []string{"mcp:read", "offline_access"}})
+			ScopesSupported: []string{"mcp:read", "offline_access"}, AuthorizationResponseIssParameterSupported: true})
 	})
 	as.HandleFunc("POST /register", func(w http.ResponseWriter, _ *http.Request) {
 		writeTestJSON(w, http.StatusCreated, map[string]any{"client_id": "dynamic-client", "token_endpoint_auth_method": "none", "redirect_uris": []string{}})
@@ -61,6 +61,7 @@ func newOAuthUpstream(t *testing.T, secret string) *oauthUpstream {
 		v := back.Query()
 		v.Set("code", code)
 		v.Set("state", q.Get("state"))
+		v.Set("iss", u.as.URL)
 		back.RawQuery = v.Encode()
 		http.Redirect(w, r, back.String(), http.StatusFound)
 	})
@@ -242,5 +243,12 @@ func TestUpstreamOAuthAuthorizationCode(t *testing.T) {
 	cs := g.connect(t, "/mcp")
 	if text, res := callText(t, cs, "prot.whoami", map[string]any{}); res.IsError || text != "you are authorized" {
 		t.Fatalf("prot.whoami = %q (error %v)", text, res.IsError)
+	}
+	up.assertNoToken(t, "the gateway's logs", g.logs.String())
+	// The state is good once: the same redirect again is refused.
+	if resp, err := http.Get(resp.Request.URL.String()); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("replayed callback: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 }
