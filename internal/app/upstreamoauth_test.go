@@ -179,6 +179,13 @@ func TestUpstreamOAuthClientCredentials(t *testing.T) {
 		t.Errorf("GET auth = %d %v", code, st)
 	}
 	up.assertNoToken(t, "GET auth", st)
+	// servers auth on a client_credentials server fetches a new token at
+	// once: no URL, the flow is over when the call returns.
+	code, st = g.rest(t, "POST", "/api/v1/aggregator/servers/prot/auth", nil)
+	if code != http.StatusOK || st["state"] != "done" || st["authorization_url"] != "" {
+		t.Errorf("POST auth = %d %v", code, st)
+	}
+	up.assertNoToken(t, "POST auth", st)
 	if strings.Contains(g.logs.String(), "cc-secret-value") {
 		t.Error("the client secret is in the logs")
 	}
