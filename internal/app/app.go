@@ -347,9 +347,9 @@ func (a *App) awaitCluster() {
 // Ready reports whether startup has finished.
 func (a *App) Ready() bool { return a.ready.Load() }
 
-// Handler serves the MCP front (/mcp, /sse) and the REST API. Every route
-// is behind the browser guard (Host, Origin, JSON bodies): in local mode
-// the port trusts whoever reaches it, and every web page does.
+// Handler serves the MCP front (/mcp, /sse) and the REST API behind the
+// browser guard (Host, Origin, JSON bodies): in local mode the port trusts
+// whoever reaches it, and every web page does. OAuth endpoints: see below.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	authn := a.sec.authenticate
