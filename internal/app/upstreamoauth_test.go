@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 )
 
 // oauthUpstream is an MCP server protected by its own authorization
@@ -257,5 +261,54 @@ func TestUpstreamOAuthAuthorizationCode(t *testing.T) {
 		t.Errorf("replayed callback: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestUpstreamOAuthReload: a server with auth added by a config reload
+// gets its OAuth handler while it is staged, before it replaces anything,
+// and connects.
+func TestUpstreamOAuthReload(t *testing.T) {
+	up := newOAuthUpstream(t, "reload-secret")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "switchboard.yaml")
+	getenv := func(k string) string {
+		if k == "UP_SECRET" {
+			return "reload-secret"
+		}
+		if k == "SWITCHBOARD_SECRET_KEY" {
+			return testSecretKey
+		}
+		return ""
+	}
+	if err := os.WriteFile(path, []byte("servers: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Settings.Store = filepath.Join(dir, "sb.db")
+	a, err := app.New(t.Context(), cfg, &app.Options{Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(context.Background()) })
+	a.StartAndWait()
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	g := &gateway{app: a, http: srv, logs: &syncBuffer{}}
+
+	yaml := fmt.Sprintf("servers:\n  prot:\n    transport: http\n    url: %s/mcp\n    auto_start: true\n"+
+		"    auth: {type: oauth, grant: client_credentials, client_id: gw, client_secret_env: UP_SECRET}\n", up.rs.URL)
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(t.Context()); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	waitFor(t, "prot CONNECTED", func() bool { return g.serverByName(t, "prot")["status"] == "CONNECTED" })
+	cs := g.connect(t, "/mcp")
+	if text, res := callText(t, cs, "prot.whoami", map[string]any{}); res.IsError || text != "you are authorized" {
+		t.Fatalf("prot.whoami = %q (error %v)", text, res.IsError)
 	}
 }

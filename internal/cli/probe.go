@@ -170,7 +170,7 @@ func runProbe(ctx context.Context, e *env, f *probeFlags, rawURL string) error {
 		Restart:        upstream.RestartPolicy{Disabled: true},
 		Implementation: &mcp.Implementation{Name: "switchboard-probe", Version: Version},
 		Guard:          guard,
-		OAuth:          func(string) auth.OAuthHandler { return authz },
+		OAuth:          func(*config.Server) auth.OAuthHandler { return authz },
 	})
 	defer func() {
 		if err := m.Close(context.WithoutCancel(ctx)); err != nil {

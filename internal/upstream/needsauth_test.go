@@ -93,7 +93,7 @@ func testNeedsAuth(t *testing.T, transport, when string) {
 	logs := &syncBuffer{}
 	oauth := &fakeOAuth{}
 	m := newManager(t, rec, logs, &upstream.Options{
-		OAuth:   func(string) auth.OAuthHandler { return oauth },
+		OAuth:   func(*config.Server) auth.OAuthHandler { return oauth },
 		Restart: upstream.RestartPolicy{BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond},
 	})
 	srv := &config.Server{Name: "remote", Transport: transport, URL: url}

@@ -315,7 +315,7 @@ func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Tra
 	}
 	var oauth auth.OAuthHandler
 	if s.opts.OAuth != nil {
-		oauth = s.opts.OAuth(s.name)
+		oauth = s.opts.OAuth(s.cfg)
 	}
 	var inner mcp.Transport
 	if legacy {

@@ -361,12 +361,13 @@ type Options struct {
 	// 16 MiB.
 	MaxResultBytes int
 	// OAuth, if set, returns the OAuth handler of an sse/http server (nil
-	// for none): the go-sdk's Streamable HTTP transport asks it for a
+	// for none) from the definition being connected (during a reload, the
+	// new one, before it replaces the running server's): the go-sdk's Streamable HTTP transport asks it for a
 	// token before every request and has it authorize after a 401 or 403;
 	// an sse server gets its token as a header. Every session of the
 	// server (the primary one and those per peer) shares the handler. An
 	// [AuthRequired] error from it puts the server in NEEDS_AUTH.
-	OAuth func(server string) auth.OAuthHandler
+	OAuth func(srv *config.Server) auth.OAuthHandler
 	// Tracer, if set, makes a client span of every request relayed to a
 	// server and propagates its trace context: in the request's _meta
 	// (every transport) and in the traceparent header (sse/http). nil:

@@ -48,9 +48,10 @@ type Set struct {
 	flows *Flows
 	mux   *http.ServeMux
 
-	mu    sync.Mutex
-	auths map[string]*entry
-	urls  map[string]string // the authorization URL of each server's last flow
+	mu      sync.Mutex
+	auths   map[string]*entry
+	retired []*Authorizer     // replaced by a changed definition; closed by Close
+	urls    map[string]string // the authorization URL of each server's last flow
 }
 
 // entry is the Authorizer of one server and the definition it was made for.
@@ -111,54 +112,62 @@ func SpecOf(def *config.Server) Spec {
 		MaxStepUps: a.MaxStepUps}
 }
 
-// authorizer returns the Authorizer of server, nil for a server without
-// `auth`.
+// authorizer returns the Authorizer of a server's current definition
+// (SetOptions.Definition); an error wrapping api.ErrNoUpstreamAuth for a
+// server without `auth`.
 func (s *Set) authorizer(server string) (*entry, error) {
 	def, err := s.o.Definition(server)
 	if err != nil || def == nil || def.Auth == nil {
 		s.drop(server)
 		return nil, fmt.Errorf("server %q: %w", server, api.ErrNoUpstreamAuth)
 	}
+	return s.entryFor(def), nil
+}
+
+// entryFor returns the Authorizer of def, made again when def's URL or
+// auth differ from those it was made for. The one it replaces is closed
+// only with the Set: during a reload the running server keeps using it
+// until the new definition's server replaces it (or the reload fails).
+func (s *Set) entryFor(def *config.Server) *entry {
 	spec := SpecOf(def)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.auths[server]; e != nil && e.url == def.URL && sameSpec(e.spec, spec) {
-		return e, nil
+	if e := s.auths[def.Name]; e != nil && e.url == def.URL && reflect.DeepEqual(e.spec, spec) {
+		return e
 	}
-	if old := s.auths[server]; old != nil && old.a != nil {
-		old.a.Close()
+	if old := s.auths[def.Name]; old != nil && old.a != nil {
+		s.retired = append(s.retired, old.a)
 	}
 	e := &entry{url: def.URL, spec: spec}
-	e.a, e.err = New(server, def.URL, spec, &s.o.Authorizer)
-	s.auths[server] = e
-	return e, nil
+	e.a, e.err = New(def.Name, def.URL, spec, &s.o.Authorizer)
+	s.auths[def.Name] = e
+	return e
 }
 
-func sameSpec(a, b Spec) bool { return reflect.DeepEqual(a, b) }
-
-// drop closes the Authorizer of a server that is gone or lost its `auth`.
+// drop forgets the Authorizer of a server that is gone or lost its
+// `auth` (closed with the Set, as in entryFor).
 func (s *Set) drop(server string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.auths[server]; e != nil {
 		if e.a != nil {
-			e.a.Close()
+			s.retired = append(s.retired, e.a)
 		}
 		delete(s.auths, server)
 	}
 }
 
-// For is the OAuth handler of server for its transport
+// For is the OAuth handler of the server def defines, for its transport
 // (upstream.Options.OAuth): a true nil for a server without `auth`. One
 // that cannot have an Authorizer (no secret key for the grants) gets a
 // handler that fails with a [NeedsAuthError] saying why.
-func (s *Set) For(server string) auth.OAuthHandler {
-	e, err := s.authorizer(server)
-	if err != nil {
+func (s *Set) For(def *config.Server) auth.OAuthHandler {
+	if def == nil || def.Auth == nil {
 		return nil
 	}
+	e := s.entryFor(def)
 	if e.err != nil {
-		return broken{&NeedsAuthError{Server: server, Reason: e.err.Error()}}
+		return broken{&NeedsAuthError{Server: def.Name, Reason: e.err.Error()}}
 	}
 	return e.a
 }
@@ -249,4 +258,8 @@ func (s *Set) Close() {
 		}
 		delete(s.auths, name)
 	}
+	for _, a := range s.retired {
+		a.Close()
+	}
+	s.retired = nil
 }

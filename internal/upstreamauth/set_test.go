@@ -29,24 +29,23 @@ func TestSet(t *testing.T) {
 	})
 	t.Cleanup(set.Close)
 
-	if h := set.For("plain"); h != nil {
+	if h := set.For(defs["plain"]); h != nil {
 		t.Errorf("For(plain) = %#v, want a nil interface", h)
 	}
-	if h := set.For("gone"); h != nil {
-		t.Errorf("For(gone) = %#v, want a nil interface", h)
-	}
-	first, ok := set.For("prot").(*upstreamauth.Authorizer)
+	first, ok := set.For(defs["prot"]).(*upstreamauth.Authorizer)
 	if !ok {
-		t.Fatalf("For(prot) = %T, want *Authorizer", set.For("prot"))
+		t.Fatalf("For(prot) = %T, want *Authorizer", set.For(defs["prot"]))
 	}
-	if again := set.For("prot"); again != first {
+	if again := set.For(defs["prot"].Clone()); again != first {
 		t.Error("the same definition made a new Authorizer")
 	}
-	defs["prot"] = &config.Server{Name: "prot", Transport: "http", URL: "https://prot.example/mcp",
+	// A reload stages the new definition while the old one still runs.
+	changed := &config.Server{Name: "prot", Transport: "http", URL: "https://prot.example/mcp",
 		Auth: &config.ServerAuth{Type: "oauth", Scopes: []string{"read"}}}
-	if changed := set.For("prot"); changed == first {
+	if h := set.For(changed); h == first {
 		t.Error("a changed definition kept the old Authorizer")
 	}
+	defs["prot"] = changed
 	if _, err := set.AuthStatus(t.Context(), "plain"); !errors.Is(err, api.ErrNoUpstreamAuth) {
 		t.Errorf("AuthStatus(plain) error = %v, want ErrNoUpstreamAuth", err)
 	}
@@ -72,7 +71,7 @@ func TestSet(t *testing.T) {
 		Authorizer: upstreamauth.Options{Store: upstreamauth.NewMemoryStore()},
 		Definition: func(n string) (*config.Server, error) { return defs[n], nil }})
 	t.Cleanup(noKey.Close)
-	_, err = noKey.For("prot").TokenSource(t.Context())
+	_, err = noKey.For(defs["prot"]).TokenSource(t.Context())
 	if !upstreamauth.IsNeedsAuth(err) || !strings.Contains(err.Error(), "sealed") {
 		t.Errorf("without a key: %v, want NEEDS_AUTH saying the grant is sealed", err)
 	}

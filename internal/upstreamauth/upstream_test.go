@@ -80,7 +80,7 @@ func newGatewayOn(t *testing.T, rs *resourceServer, transport, serverURL string,
 		Logger:         logger,
 		ConnectTimeout: 20 * time.Second,
 		Restart:        upstream.RestartPolicy{BackoffInitial: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
-		OAuth:          func(string) auth.OAuthHandler { return g.a },
+		OAuth:          func(*config.Server) auth.OAuthHandler { return g.a },
 		OnTransition: func(tr upstream.Transition) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
