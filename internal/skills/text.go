@@ -110,7 +110,6 @@ var abbreviations = map[string][]string{
 	"pg":    {"postgres"},
 }
 
-
 // stopWords carry no evidence for any skill: English function words and the
 // CRUD verbs every tool uses ("get", "list", "create", "delete").
 var stopWords = toSet(`a an the and or but nor of to in on at by for from with without into onto over under
