@@ -49,6 +49,9 @@ type Server struct {
 	DefaultAccessSetAt *time.Time `json:"default_access_set_at,omitempty"`
 	DefaultAccessSetBy string     `json:"default_access_set_by,omitempty"`
 	PinDefinitions     *bool      `json:"pin_definitions,omitempty"`
+	// Auth is how the gateway signs in to the server (OAuth); it holds no
+	// secret (client_secret_env names a variable).
+	Auth *config.ServerAuth `json:"auth,omitempty"`
 	// The definition's restart policy; unset fields follow the settings.
 	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
 	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`

@@ -66,6 +66,10 @@ type registerRequest struct {
 	// PinDefinitions false turns tool-definition pinning off for the
 	// server (default on).
 	PinDefinitions *bool `json:"pin_definitions"`
+	// Auth signs the gateway in to an OAuth-protected http or sse server
+	// (servers.NAME.auth of the config file; client_secret_env names an
+	// environment variable of the gateway, never a value).
+	Auth *config.ServerAuth `json:"auth"`
 	// The restart policy; left out, the settings' defaults apply.
 	RestartOnFailure      *bool   `json:"restart_on_failure"`
 	MaxRestartAttempts    *int    `json:"max_restart_attempts"`
@@ -155,6 +159,7 @@ func serverDef(req registerRequest) *config.Server {
 		HealthCheckURL:     req.HealthCheckURL,
 		DefaultAccess:      req.DefaultAccess,
 		PinDefinitions:     req.PinDefinitions,
+		Auth:               req.Auth,
 		RestartOnFailure:   req.RestartOnFailure,
 		MaxRestartAttempts: req.MaxRestartAttempts,
 		StartupTimeout:     config.Seconds(time.Duration(req.StartupTimeoutSeconds * float64(time.Second))),

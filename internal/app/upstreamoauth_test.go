@@ -312,3 +312,42 @@ func TestUpstreamOAuthReload(t *testing.T) {
 		t.Fatalf("prot.whoami = %q (error %v)", text, res.IsError)
 	}
 }
+
+// TestUpstreamOAuthRegisteredAtRuntime: a server registered through the
+// REST API with an auth section signs in as one from the config file does;
+// its view shows the section (no secret in it), and the store keeps the
+// variable's name, not its value.
+func TestUpstreamOAuthRegisteredAtRuntime(t *testing.T) {
+	up := newOAuthUpstream(t, "rt-secret-value")
+	g := startUpstreamOAuthGateway(t, "  {}\n", map[string]string{"UP_SECRET": "rt-secret-value"})
+	code, body := g.rest(t, "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "prot", "transport_type": "HTTP", "auto_connect": true,
+		"connection_config": map[string]any{"url": up.rs.URL + "/mcp"},
+		"auth":              map[string]any{"type": "oauth", "grant": "client_credentials", "client_id": "gw", "client_secret_env": "UP_SECRET"},
+	})
+	if code != http.StatusCreated {
+		t.Fatalf("register: %d %v", code, body)
+	}
+	waitFor(t, "prot to connect", func() bool { return g.serverByName(t, "prot")["status"] == "CONNECTED" })
+	cs := g.connect(t, "/mcp")
+	if text, res := callText(t, cs, "prot.whoami", map[string]any{}); res.IsError || text != "you are authorized" {
+		t.Fatalf("prot.whoami = %q (error %v)", text, res.IsError)
+	}
+	s := g.serverByName(t, "prot")
+	if a, _ := s["auth"].(map[string]any); a["client_secret_env"] != "UP_SECRET" || a["grant"] != "client_credentials" {
+		t.Errorf("the server's view shows auth %v", s["auth"])
+	}
+	raw, _ := json.Marshal(s)
+	if strings.Contains(string(raw), "rt-secret-value") {
+		t.Errorf("the view shows the client secret: %s", raw)
+	}
+	up.assertNoToken(t, "the server's view", s)
+	// A definition that cannot use auth is refused with the field named.
+	code, body = g.rest(t, "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "local", "transport_type": "STDIO", "connection_config": map[string]any{"command": "true"},
+		"auth": map[string]any{"type": "oauth"},
+	})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(body), "servers.local.auth") {
+		t.Errorf("auth on a stdio server: %d %v", code, body)
+	}
+}

@@ -1114,6 +1114,7 @@ func (r *Registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		Prefix:         def.Prefix,
 		DefaultAccess:  rec.access(),
 		PinDefinitions: def.PinDefinitions,
+		Auth:           def.Auth,
 
 		RestartOnFailure:      def.RestartOnFailure,
 		MaxRestartAttempts:    def.MaxRestartAttempts,

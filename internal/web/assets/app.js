@@ -648,6 +648,9 @@ function serverFormPage(seq, existing) {
       req = { name: v('srv-name'), description: v('srv-description'), transport_type: transport.value, connection_config: cc,
         health_check_url: v('srv-health'), default_access: v('srv-access'), auto_connect: form.querySelector('#srv-connect').checked,
         restart_on_failure: form.querySelector('#srv-restart').checked };
+      // OAuth sign-in to the server is set in the config or the API; an
+      // edit here keeps it.
+      if (existing && existing.auth) req.auth = existing.auth;
       if (v('srv-max-restarts') !== '') req.max_restart_attempts = Number(v('srv-max-restarts'));
       if (v('srv-startup') !== '') req.startup_timeout_seconds = Number(v('srv-startup'));
     } catch (err) {
