@@ -166,19 +166,7 @@ type Introspection struct {
 // ExpandSecret returns the client secret with its ${VAR} references
 // resolved by getenv (nil = os.Getenv); "" when none is configured.
 func (in *Introspection) ExpandSecret(getenv func(string) string) (string, error) {
-	const field = "auth.oauth.introspection.client_secret"
-	if in.ClientSecret == "" {
-		return "", nil
-	}
-	v, msgs := expandVars(in.ClientSecret, orOSGetenv(getenv))
-	if len(msgs) > 0 {
-		errs := make(Errors, len(msgs))
-		for i, m := range msgs {
-			errs[i] = &Error{Field: field, Msg: m}
-		}
-		return "", asError(errs)
-	}
-	return v, nil
+	return expandField("auth.oauth.introspection.client_secret", in.ClientSecret, getenv)
 }
 
 // Redacted returns a copy safe to log or serve.
