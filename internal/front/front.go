@@ -193,6 +193,16 @@ type Front struct {
 	replicaAddr          func(context.Context, string) (string, error)
 	tracer               trace.Tracer // nil: off
 
+	// noFastPath turns the tools/call fast path off (tests compare it
+	// with the SDK's path).
+	noFastPath bool
+	fastServed atomic.Int64 // calls the fast path answered (for tests)
+	impl       *mcp.Implementation
+	// headerTools are the served tools whose input schema mentions
+	// x-mcp-header (see hasHeaderParams); syncLocked keeps it.
+	fastMu      sync.RWMutex
+	headerTools map[string]bool
+
 	mu          sync.Mutex        // serializes sync; held while the catalog calls us
 	tools       map[string]string // registered tool name -> definition hash
 	shadowed    map[string]bool   // upstream tools hidden by a meta-tool's name (warned once)
@@ -242,6 +252,7 @@ func New(cat *catalog.Catalog, caller Caller, opts *Options) *Front {
 		levelSetter:   caller,
 	}
 	f.mrtr.shared = o.Spend
+	f.impl = o.Implementation
 	f.server = mcp.NewServer(o.Implementation, &mcp.ServerOptions{
 		Instructions: o.Instructions,
 		// The SDK logs every session start and end at info; that is debug
@@ -443,9 +454,12 @@ func (f *Front) syncLocked(snap *catalog.Snapshot) {
 	}
 	if len(remove) > 0 {
 		f.server.RemoveTools(remove...)
+		f.fastMu.Lock()
 		for _, n := range remove {
 			delete(f.tools, n)
+			delete(f.headerTools, n)
 		}
+		f.fastMu.Unlock()
 	}
 	for name, def := range want {
 		if _, ok := f.tools[name]; ok {
@@ -456,6 +470,14 @@ func (f *Front) syncLocked(snap *catalog.Snapshot) {
 			continue
 		}
 		f.tools[name] = hash[name]
+		if hasHeaderParams(def) {
+			f.fastMu.Lock()
+			if f.headerTools == nil {
+				f.headerTools = map[string]bool{}
+			}
+			f.headerTools[name] = true
+			f.fastMu.Unlock()
+		}
 	}
 
 	wantRes := map[string]*mcp.Resource{}

@@ -132,11 +132,11 @@ func (f *Front) StreamableHandler(opts *HTTPOptions) http.Handler {
 	stateless := sdkHandler(true)
 	if o.Stateless {
 		g := newHTTPGuard(stateless, o, f.logger, false)
-		g.stateless, g.forward = stateless, f.forwardParked
+		g.stateless, g.forward, g.fast = stateless, f.forwardParked, f.fastToolCall
 		return g
 	}
 	g := newHTTPGuard(sdkHandler(false), o, f.logger, true)
-	g.stateless, g.forward = stateless, f.forwardParked
+	g.stateless, g.forward, g.fast = stateless, f.forwardParked, f.fastToolCall
 	g.sessions = o.Sessions
 	return g
 }
@@ -164,7 +164,10 @@ type httpGuard struct {
 	stateless http.Handler // requests of the stateless revision; nil: next serves all
 	// forward passes a request to another replica when it must be served
 	// there, and reports whether it did.
-	forward        func(w http.ResponseWriter, r *http.Request, maxBody int64) bool
+	forward func(w http.ResponseWriter, r *http.Request, maxBody int64) bool
+	// fast serves a tools/call of the stateless revision without the SDK
+	// when it can (see [Front.fastToolCall]), and reports whether it did.
+	fast           func(w http.ResponseWriter, r *http.Request, maxBody int64) bool
 	browser        *httpguard.Guard // nil with HTTPOptions.Guarded
 	maxBody        int64
 	requireSession bool
@@ -218,6 +221,9 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.stateless != nil && r.Header.Get(protocolVersionHeader) >= statelessProtocol {
 		if g.forward != nil && g.forward(w, r, g.maxBody) {
+			return
+		}
+		if g.fast != nil && g.fast(w, r, g.maxBody) {
 			return
 		}
 		g.stateless.ServeHTTP(w, r) // the SDK checks the rest (_meta, Mcp-Method, Mcp-Name)

@@ -60,6 +60,9 @@ func (p *Peer) Capabilities() *mcp.ClientCapabilities {
 func (p *Peer) NotifyProgress(ctx context.Context, params *mcp.ProgressNotificationParams) error {
 	ss, ctx, cancel := p.session(ctx)
 	defer cancel()
+	if ss == nil {
+		return nil // a call served without a session asked for no progress
+	}
 	return ss.NotifyProgress(ctx, params)
 }
 
@@ -68,6 +71,9 @@ func (p *Peer) NotifyProgress(ctx context.Context, params *mcp.ProgressNotificat
 func (p *Peer) Log(ctx context.Context, params *mcp.LoggingMessageParams) error {
 	ss, ctx, cancel := p.session(ctx)
 	defer cancel()
+	if ss == nil {
+		return nil // a call served without a session set no log level
+	}
 	return ss.Log(ctx, params)
 }
 
