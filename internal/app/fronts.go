@@ -23,6 +23,9 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
+// A stateless caller's calls reuse its sessions on classic upstreams.
+var _ upstream.PooledPeer = (*front.Peer)(nil)
+
 // withPeer hands the calling downstream session to the upstream side.
 func withPeer(ctx context.Context, p *front.Peer) context.Context { return upstream.WithPeer(ctx, p) }
 

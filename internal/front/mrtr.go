@@ -337,7 +337,7 @@ func (f *Front) park(ctx context.Context, req mcp.Request, run func(context.Cont
 		caps = sr.ClientCapabilities()
 	}
 	ss, _ = req.GetSession().(*mcp.ServerSession)
-	peer := &Peer{ss: ss, done: p.done, park: p, caps: caps}
+	peer := &Peer{ss: ss, done: p.done, park: p, caps: caps, client: callerIdentity(reqCtx, req).ID}
 	ctx = f.withPeer(ctx, peer)
 	go func() {
 		defer func() {

@@ -21,6 +21,10 @@ type Peer struct {
 	done <-chan struct{}
 	park *parked                 // stateless caller: the call being served
 	caps *mcp.ClientCapabilities // stateless caller: from the request's _meta
+	// client is a stateless caller's identity: its calls may share the
+	// sessions a classic upstream opened for its earlier calls
+	// (upstream.PooledPeer).
+	client string
 }
 
 // ID identifies the session. Sessions without an id (stdio, stateless HTTP)
@@ -33,6 +37,16 @@ func (p *Peer) ID() string {
 		return id
 	}
 	return sessionKey(p.ss)
+}
+
+// PoolKey names the client of a stateless caller's call, whose sessions
+// on a classic sse/http upstream later calls of the same client may reuse
+// (see upstream.PooledPeer).
+func (p *Peer) PoolKey() string {
+	if p.park == nil {
+		return ""
+	}
+	return "caller:" + p.client
 }
 
 // Done is closed when the client session ends (for a stateless caller: when

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,11 +39,43 @@ type Peer interface {
 // to it as it is rather than fulfilled; such a server gets it on the shared
 // session. Anything a classic server asks during the call goes to the
 // peer's methods, which hand it to the caller in a result of their own; a
-// classic sse/http server gets it on a session of its own for the call, so
-// that those requests are attributed to it.
+// classic sse/http server gets it on a session that serves only that call
+// while it runs, so that those requests are attributed to it (a session
+// of its own, or a pooled one: see [PooledPeer]).
 type StatelessPeer interface {
 	Peer
 	Stateless() bool
+}
+
+// A PooledPeer is a [StatelessPeer] whose calls may reuse the session a
+// classic sse/http server opened for an earlier call of the same client,
+// once that call has ended: a stateless caller has no session of its own,
+// so a session per call would cost the server a handshake for every call,
+// where a direct client of that server keeps one session for all of them.
+// PoolKey names the client (the caller's identity); calls whose peers
+// declare different capabilities never share a session.
+type PooledPeer interface {
+	StatelessPeer
+	PoolKey() string
+}
+
+// poolKey is the key under which p's per-peer sessions are pooled, "" when
+// they are not: the peer's client and the capabilities its session
+// declares upstream.
+func poolKey(p Peer) string {
+	pp, ok := p.(PooledPeer)
+	if !ok || !pp.Stateless() {
+		return ""
+	}
+	k := pp.PoolKey()
+	if k == "" {
+		return ""
+	}
+	caps, err := json.Marshal(capabilitiesMeta(peerCapabilities(p)))
+	if err != nil {
+		return ""
+	}
+	return k + "\x00" + string(caps)
 }
 
 // stateless reports whether p is a [StatelessPeer] that says so.

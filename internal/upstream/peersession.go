@@ -33,8 +33,13 @@ var errPeerGone = errors.New("the client's session has ended")
 // that what the server sends on it reaches that peer and nobody else. It is
 // owned by the primary session it was opened under: it never outlives it.
 type peerSession struct {
-	peer   Peer
-	id     string
+	peer Peer
+	id   string
+	// pool is the key of a pooled session (see [PooledPeer]), "" for a
+	// session of one peer. A pooled session serves one call at a time (so
+	// that what the server sends on it belongs to that call), outlives the
+	// call, and is closed when idle.
+	pool   string
 	router *router
 	ctx    context.Context // its lifetime; cancelled to close it
 	cancel context.CancelFunc
@@ -100,22 +105,35 @@ func (s *supervisor) acquirePeer(ctx context.Context, sess *session, p Peer) (*p
 	if closed(p.Done()) {
 		return nil, errPeerGone // no session for a client that cannot get its answer
 	}
-	id := p.ID()
+	id, pool := p.ID(), poolKey(p)
 	sess.peerMu.Lock()
 	if sess.peersShut {
 		sess.peerMu.Unlock()
 		return nil, errSessionEnded
 	}
-	ps := sess.peers[id]
+	var ps *peerSession
+	if pool != "" {
+		ps = s.idlePooledLocked(sess, pool)
+	} else {
+		ps = sess.peers[id]
+	}
 	if ps != nil && closed(ps.ended) {
 		s.forgetLocked(sess, ps)
 		ps = nil
 	}
 	if ps == nil {
+		fixed := p
+		if pool != "" {
+			// Its calls come one at a time, each from another peer: the
+			// router attributes by the call in flight, as a shared one.
+			fixed = nil
+			id = fmt.Sprintf("pool-%d", s.seq.Add(1))
+		}
 		ps = &peerSession{
 			peer:   p,
 			id:     id,
-			router: newRouter(s.name, s.log, p, s.seq, s.opts.OnResourceUpdated),
+			pool:   pool,
+			router: newRouter(s.name, s.log, fixed, s.seq, s.opts.OnResourceUpdated),
 			ready:  make(chan struct{}),
 			ended:  make(chan struct{}),
 		}
@@ -137,6 +155,17 @@ func (s *supervisor) acquirePeer(ctx context.Context, sess *session, p Peer) (*p
 		return nil, ps.err
 	}
 	return ps, nil
+}
+
+// idlePooledLocked returns an open pooled session of key pool that no call
+// holds, or nil. Called with sess.peerMu held.
+func (s *supervisor) idlePooledLocked(sess *session, pool string) *peerSession {
+	for _, ps := range sess.peers {
+		if ps.pool == pool && ps.active == 0 && closed(ps.ready) && ps.err == nil && !closed(ps.ended) {
+			return ps
+		}
+	}
+	return nil
 }
 
 func (s *supervisor) releasePeer(sess *session, ps *peerSession) {
@@ -210,10 +239,14 @@ func (s *supervisor) runPeer(sess *session, ps *peerSession) {
 
 	idle := time.NewTimer(s.opts.PeerSessionIdle)
 	defer idle.Stop()
+	peerDone := ps.peer.Done()
+	if ps.pool != "" {
+		peerDone = nil // it outlives the call that opened it
+	}
 	reason := ""
 	for reason == "" {
 		select {
-		case <-ps.peer.Done():
+		case <-peerDone:
 			reason = "client gone"
 		case <-ps.ctx.Done():
 			reason = "closed"

@@ -64,7 +64,7 @@ func (s *supervisor) noteHandshakeRefused(err error) {
 // classic client's session asks for 2025-11-25, whatever the server's
 // newest: a server that speaks both revisions then serves it as it serves
 // that client directly (a tool that sends requests of its own works), and a
-// stateless caller's session (one per call to a classic server) asks for
+// stateless caller's session (one per call in flight to a classic server, pooled per client) asks for
 // 2025-11-25 for the same reason.
 func (s *supervisor) peerSessionOptions() *mcp.ClientSessionOptions {
 	v := s.cfg.ProtocolVersion

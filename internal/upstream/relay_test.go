@@ -654,3 +654,95 @@ func TestRelayStripsReservedMeta(t *testing.T) {
 		t.Errorf("CallTool with downstream protocol _meta = %v, %v; want done m", res, err)
 	}
 }
+
+// pooledPeer is a caller of the stateless revision whose calls may reuse
+// the sessions opened for earlier calls of the same client.
+type pooledPeer struct {
+	*fakePeer
+	client string
+}
+
+func (p *pooledPeer) Stateless() bool { return true }
+func (p *pooledPeer) PoolKey() string { return p.client }
+
+func TestPooledPeerSessions(t *testing.T) {
+	// Stateless callers have a peer per call. On a classic server each call
+	// needs a session the server's requests during it can be attributed
+	// by; once the call ends, a later call of the same client reuses it.
+	for _, transport := range []string{config.TransportHTTP, config.TransportSSE} {
+		t.Run(transport, func(t *testing.T) {
+			m, h := startRelay(t, relayCase{transport: transport}, nil, nil)
+			call := func(p *pooledPeer) error {
+				ctx := upstream.WithPeer(context.Background(), p)
+				res, err := m.CallTool(ctx, "up", &mcp.CallToolParams{
+					Name:      "work",
+					Arguments: args(fmt.Sprintf(`{"marker":%q,"sample":true}`, p.id)),
+					Meta:      mcp.Meta{"progressToken": "same-token"},
+				})
+				if err != nil {
+					return err
+				}
+				if got, want := textOf(t, res), p.id+" answers sample "+p.id; got != want {
+					return fmt.Errorf("%s: result %q, want %q", p.id, got, want)
+				}
+				progress, _, asked := p.snapshot()
+				if len(progress) != 2 || progress[0].Message != "progress "+p.id+" 1/2" {
+					return fmt.Errorf("%s: progress %v, want its own two", p.id, progress)
+				}
+				if !slices.Equal(asked, []string{"sample " + p.id}) {
+					return fmt.Errorf("%s: asked %q, want its own sampling request only", p.id, asked)
+				}
+				p.leave() // the call is over: its peer is done
+				return nil
+			}
+
+			// Concurrent calls of one client: each on a session no other
+			// call holds at the same time.
+			const n = 20
+			errs := make(chan error, n)
+			for i := range n {
+				p := &pooledPeer{fakePeer: newPeer(fmt.Sprintf("c-%02d", i), allCaps), client: "alice"}
+				go func() { errs <- call(p) }()
+			}
+			for range n {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+			opened := h.initialized()
+			if opened < 2 || opened > n+1 {
+				t.Fatalf("the server initialized %d sessions for %d concurrent calls, want 2..%d", opened, n, n+1)
+			}
+
+			// Later calls of the same client, one after another: no new
+			// session, though each call's peer is gone when it ends.
+			for i := range n {
+				if err := call(&pooledPeer{fakePeer: newPeer(fmt.Sprintf("s-%02d", i), allCaps), client: "alice"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := h.initialized(); got != opened {
+				t.Errorf("the server initialized %d sessions after %d more calls of the same client, want still %d", got, n, opened)
+			}
+
+			// Another client, or the same one declaring other
+			// capabilities, never shares them.
+			if err := call(&pooledPeer{fakePeer: newPeer("bob-1", allCaps), client: "bob"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.initialized(); got != opened+1 {
+				t.Errorf("another client's call: %d sessions initialized, want %d", got, opened+1)
+			}
+			sampleOnly := &mcp.ClientCapabilities{Sampling: &mcp.SamplingCapabilities{}}
+			if err := call(&pooledPeer{fakePeer: newPeer("alice-sampling", sampleOnly), client: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.initialized(); got != opened+2 {
+				t.Errorf("a call declaring other capabilities: %d sessions initialized, want %d", got, opened+2)
+			}
+			if live := h.live(); live != opened+2 {
+				t.Errorf("%d live sessions, want %d: pooled sessions outlive their calls", live, opened+2)
+			}
+		})
+	}
+}
