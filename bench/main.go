@@ -1,13 +1,17 @@
 // Command bench measures what the gateway costs a client: the latency and
-// throughput of tools/call, and the latency of a 1,000-tool tools/list,
+// throughput of tools/call, the latency of a 1,000-tool tools/list, and a
+// 10,000-tool catalog (20 stdio upstreams) with the gateway's memory,
 // directly against the demo MCP server and through switchboard, with the
-// upstream reached over Streamable HTTP and over stdio.
+// upstream reached over Streamable HTTP and over stdio; it checks the
+// figures against issue 18's goals. With -soak it runs sustained open-loop
+// load through one gateway instead and writes a report with a plot.
 //
 // Run it from the module root:
 //
 //	go run ./bench                      # build the binary, measure, print a table
 //	go run ./bench -json > bench.json   # the same figures, machine-readable
 //	go run ./bench -profile /tmp/prof   # gateway in-process, CPU profiles per scenario
+//	go run ./bench -soak -soak-out DIR  # 10 minutes at 300 calls/s: DIR/soak.{md,json,svg}
 //
 // Every server is a separate process on loopback (except the gateway with
 // -profile), started in its own process group and killed at the end, also on

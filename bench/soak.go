@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -145,8 +147,11 @@ func runSoak(ctx context.Context, o *options, logger *slog.Logger, stdout, stder
 	if err := writeSoakFiles(p.Out, rep); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "soak report: %s\n", p.Out)
-	return writeSoakMarkdown(stdout, rep)
+	if err := writeSoakMarkdown(stdout, rep); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "\nWritten: %s, %s, %s\n", filepath.Join(p.Out, soakMD), filepath.Join(p.Out, soakJSON), filepath.Join(p.Out, soakSVG))
+	return err
 }
 
 // soak starts the gateway and its upstreams, runs the load, stops the
@@ -154,7 +159,7 @@ func runSoak(ctx context.Context, o *options, logger *slog.Logger, stdout, stder
 func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logger *slog.Logger) (*soakReport, error) {
 	ups := soakUpstreams(p)
 	rep := &soakReport{Env: currentEnvironment(), Params: p, Upstreams: ups,
-		Goroutines: "go_goroutines of the gateway's GET /metrics"}
+		Goroutines: "go_goroutines of the gateway's GET /metrics, scraped every second in the background; each second takes the latest scrape if it is at most 2 s old"}
 
 	logger.Info("starting gateway", "scenario", "soak", "upstreams", len(ups))
 	gw, err := gws.start(ctx, "gateway-soak", soakServers(bin, ups))
@@ -197,18 +202,22 @@ func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logg
 		err := pool[seq%len(pool)].callText(ctx, u.Name+".echo", "soak "+strconv.Itoa(seq))
 		return classify(u, err), err
 	}
-	metricsURL := gw.base + "/metrics"
-	metricsClient := &http.Client{Timeout: 900 * time.Millisecond}
+	// Goroutines come from the gateway's /metrics, scraped in the
+	// background: an overloaded gateway answering a scrape late must not
+	// delay the RSS and CPU readings, nor lose the second's goroutines
+	// when it answers within goroutinesFresh.
+	gors := &goroutineWatcher{url: gw.base + "/metrics", client: &http.Client{Timeout: scrapeTimeout}}
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watchDone sync.WaitGroup
+	watchDone.Go(func() { gors.run(wctx) })
+	defer func() { stopWatch(); watchDone.Wait() }()
 	read := func() gaugeReading {
-		g := gaugeReading{RSS: -1, Goroutines: -1, CPU: -1}
+		g := gaugeReading{RSS: -1, Goroutines: gors.latest(time.Now()), CPU: -1}
 		if n, ok := processRSS(gw.pid); ok {
 			g.RSS = n
 		}
 		if d, ok := processCPU(gw.pid); ok {
 			g.CPU = d
-		}
-		if n, err := scrapeGoroutines(ctx, metricsClient, metricsURL); err == nil {
-			g.Goroutines = n
 		}
 		return g
 	}
@@ -219,6 +228,8 @@ func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logg
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("soak interrupted: %w", err)
 	}
+	stopWatch()
+	watchDone.Wait()
 
 	// The audit log is read once the gateway has stopped, so every record
 	// it was going to write is in the file.
@@ -271,6 +282,51 @@ func (c *client) callText(ctx context.Context, tool, text string) error {
 		return fmt.Errorf("calling %s: got %q, want %q", tool, got, text)
 	}
 	return nil
+}
+
+// How the goroutines are scraped: each scrape may take scrapeTimeout; a
+// second's reading is the latest scrape that ended at most goroutinesFresh
+// before it (else none).
+const (
+	scrapeTimeout   = 5 * time.Second
+	goroutinesFresh = 2 * time.Second
+	scrapeEvery     = time.Second
+)
+
+// goroutineWatcher scrapes the gateway's go_goroutines in the background.
+type goroutineWatcher struct {
+	url    string
+	client *http.Client
+
+	mu    sync.Mutex
+	value int
+	at    time.Time // when value was read; zero = never
+}
+
+// run scrapes every scrapeEvery (or back to back when a scrape is slower)
+// until ctx ends.
+func (w *goroutineWatcher) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		start := time.Now()
+		if n, err := scrapeGoroutines(ctx, w.client, w.url); err == nil {
+			w.mu.Lock()
+			w.value, w.at = n, time.Now()
+			w.mu.Unlock()
+		}
+		if sleep(ctx, scrapeEvery-time.Since(start)) != nil {
+			return
+		}
+	}
+}
+
+// latest is the last scraped count if it is fresh at now, else -1.
+func (w *goroutineWatcher) latest(now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at.IsZero() || now.Sub(w.at) > goroutinesFresh {
+		return -1
+	}
+	return w.value
 }
 
 // scrapeGoroutines reads go_goroutines from a Prometheus text exposition.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -460,5 +462,29 @@ func TestSoakEndToEnd(t *testing.T) {
 	}
 	if left := processesOf(t, bin); len(left) > 0 {
 		t.Errorf("processes left running: %v", left)
+	}
+}
+
+func TestGoroutineWatcher(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "# TYPE go_goroutines gauge\ngo_goroutines 42\n")
+	}))
+	defer srv.Close()
+	w := &goroutineWatcher{url: srv.URL, client: srv.Client()}
+	if got := w.latest(time.Now()); got != -1 {
+		t.Errorf("before any scrape: %d, want -1", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); w.run(ctx) }()
+	for w.latest(time.Now()) != 42 {
+		if err := sleep(t.Context(), 10*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	if got := w.latest(time.Now().Add(goroutinesFresh + time.Second)); got != -1 {
+		t.Errorf("a stale scrape: %d, want -1", got)
 	}
 }

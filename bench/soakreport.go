@@ -75,7 +75,8 @@ func writeSoakMarkdown(w io.Writer, r *soakReport) error {
 	}
 
 	b.WriteString("\n## Totals\n\n")
-	fmt.Fprintf(&b, "- calls: %d scheduled, %d sent (%.1f/s), %d dropped (in-flight bound)\n", t.Scheduled, t.Started, t.Rate, t.Dropped)
+	fmt.Fprintf(&b, "- calls: %d scheduled, %d sent (%.1f/s), %d dropped (in-flight bound); every call sent at most %s after its scheduled time\n",
+		t.Scheduled, t.Started, t.Rate, t.Dropped, fmtDur(t.MaxSendLag))
 	fmt.Fprintf(&b, "- answers: %d ok, %d expected errors (the failing upstream), %d unexpected errors\n", t.OK, t.Expected, t.Unexpected)
 	fmt.Fprintf(&b, "- latency over all calls: p50 %s, p90 %s, p99 %s, max %s\n", fmtDur(t.Latency.P50), fmtDur(t.Latency.P90), fmtDur(t.Latency.P99), fmtDur(t.Latency.Max))
 	if t.GatewayCPUPerCall > 0 {

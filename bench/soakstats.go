@@ -118,6 +118,9 @@ type soakTotals struct {
 	// divided by the calls started; 0 when it could not be read.
 	GatewayCPUPerCall time.Duration `json:"gateway_cpu_per_call_ns"`
 	Latency           latency       `json:"latency"` // over every call
+	// MaxSendLag is the latest any call was sent after its scheduled
+	// time: large values mean the harness itself fell behind.
+	MaxSendLag time.Duration `json:"max_send_lag_ns"`
 }
 
 // totalsOf adds up the samples.
@@ -131,6 +134,7 @@ func totalsOf(res loadResult, d time.Duration) soakTotals {
 		t.Expected += s.Expected
 		t.Unexpected += s.Unexpected
 		lat = append(lat, s.lat...)
+		t.MaxSendLag = max(t.MaxSendLag, s.MaxLag)
 		if s.GatewayCPU < 0 {
 			cpuOK = false
 		}
