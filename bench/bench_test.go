@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -193,6 +194,9 @@ func TestWriteTable(t *testing.T) {
 			{Scenario: scenarioHTTP, Latency: latency{P50: 300 * time.Microsecond, P99: 900 * time.Microsecond}, Throughput: throughput{PerSecond: 800}},
 		},
 	}
+	rep.Tools10k = &tools10kResult{Upstreams: 20, ToolsPerUpstream: 500, Tools: 10000, Pages: 10, DirectTools: 10000, DirectPages: 10,
+		Gateway: latency{N: 99, P50: 600 * time.Millisecond}, Direct: latency{N: 19, P50: 400 * time.Millisecond},
+		RSS: []rssPoint{{0, 160e6}, {20, 120e6}, {100, 125e6}}, StartSeconds: 3.2}
 	rep.Goals = evaluate(rep)
 	var buf bytes.Buffer
 	if err := writeTable(&buf, rep); err != nil {
@@ -204,6 +208,13 @@ func TestWriteTable(t *testing.T) {
 		"+200µs", // Δp50
 		"+600µs", // Δp99
 		"0.80×",  // throughput ratio
+		"gateway (20 × 500)",
+		"1.50×", // tools10k listing vs direct
+		"after start  after 20 lists  after 100 lists  stable (N vs 20)",
+		"160 MB          120 MB           125 MB        yes, +4.2%",
+		"(peak right after start)",
+		"(120 MB after 20 → 125 MB after 100)",
+		"(600ms vs 400ms)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -211,11 +222,12 @@ func TestWriteTable(t *testing.T) {
 	}
 	var verdicts []string
 	for line := range strings.Lines(out) {
-		if f := strings.Fields(line); len(f) > 0 && (f[len(f)-1] == "PASS" || f[len(f)-1] == "MISS") {
-			verdicts = append(verdicts, f[0]+" "+f[len(f)-1])
+		f := strings.Fields(line)
+		if i := slices.IndexFunc(f, func(s string) bool { return s == "PASS" || s == "MISS" }); i > 0 {
+			verdicts = append(verdicts, f[0]+" "+f[i])
 		}
 	}
-	if diff := cmp.Diff([]string{"gateway/http PASS", "gateway/http MISS"}, verdicts); diff != "" {
+	if diff := cmp.Diff([]string{"gateway/http PASS", "gateway/http MISS", "tools10k MISS", "tools10k PASS", "tools10k MISS"}, verdicts); diff != "" {
 		t.Errorf("verdicts (-want +got):\n%s\n%s", diff, out)
 	}
 }

@@ -119,6 +119,9 @@ func tools10kGoal(t *tools10kResult, metric string) (float64, string, bool) {
 				peak = p
 			}
 		}
+		if peak.AfterLists == 0 {
+			return float64(peak.Bytes), "peak right after start", true
+		}
 		return float64(peak.Bytes), fmt.Sprintf("peak after %d lists", peak.AfterLists), true
 	case metricGrowth:
 		early, late, ok := t.stability()
