@@ -100,20 +100,23 @@ func soakServers(bin string, ups []soakUpstream) string {
 
 // soakReport is everything a soak measured; soak.json holds it.
 type soakReport struct {
-	Env        environment    `json:"environment"`
-	LoadAtEnd  string         `json:"loadavg_at_end,omitempty"`
-	Params     soakParams     `json:"params"`
-	Upstreams  []soakUpstream `json:"upstreams"`
-	Totals     soakTotals     `json:"totals"`
-	Second     windowStats    `json:"second_window"`
-	Last       windowStats    `json:"last_window"`
-	Periods    []windowStats  `json:"periods"`
-	Audit      auditCount     `json:"audit"`
-	Verdicts   []verdict      `json:"verdicts"`
-	Pass       bool           `json:"pass"`
-	Errors     []string       `json:"unexpected_errors_first,omitempty"`
-	Goroutines string         `json:"goroutines_source"`
-	Samples    []soakSample   `json:"samples"`
+	Env       environment    `json:"environment"`
+	LoadAtEnd string         `json:"loadavg_at_end,omitempty"`
+	Params    soakParams     `json:"params"`
+	Upstreams []soakUpstream `json:"upstreams"`
+	Totals    soakTotals     `json:"totals"`
+	Second    windowStats    `json:"second_window"`
+	Last      windowStats    `json:"last_window"`
+	Periods   []windowStats  `json:"periods"`
+	Audit     auditCount     `json:"audit"`
+	Verdicts  []verdict      `json:"verdicts"`
+	Pass      bool           `json:"pass"`
+	// Interrupted is set when the soak was stopped (Ctrl-C) before its
+	// end: the figures cover the seconds it ran, and it does not pass.
+	Interrupted bool         `json:"interrupted,omitempty"`
+	Errors      []string     `json:"unexpected_errors_first,omitempty"`
+	Goroutines  string       `json:"goroutines_source"`
+	Samples     []soakSample `json:"samples"`
 }
 
 // runSoak runs the soak and writes its report into p.Out (a new temp dir
@@ -150,8 +153,13 @@ func runSoak(ctx context.Context, o *options, logger *slog.Logger, stdout, stder
 	if err := writeSoakMarkdown(stdout, rep); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "\nWritten: %s, %s, %s\n", filepath.Join(p.Out, soakMD), filepath.Join(p.Out, soakJSON), filepath.Join(p.Out, soakSVG))
-	return err
+	if _, err := fmt.Fprintf(stdout, "\nWritten: %s, %s, %s\n", filepath.Join(p.Out, soakMD), filepath.Join(p.Out, soakJSON), filepath.Join(p.Out, soakSVG)); err != nil {
+		return err
+	}
+	if rep.Interrupted {
+		return fmt.Errorf("soak interrupted after %d s (%w); the report covers what ran", len(rep.Samples), context.Cause(ctx))
+	}
+	return nil
 }
 
 // soak starts the gateway and its upstreams, runs the load, stops the
@@ -225,9 +233,8 @@ func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logg
 	spec := loadSpec{Rate: p.Rate, Duration: p.Duration, MaxInFlight: p.MaxInFlight}
 	logger.Info("soak", "duration", p.Duration, "rate", p.Rate, "upstreams", len(ups), "clients", p.Clients)
 	res := runOpenLoop(ctx, spec, call, read)
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("soak interrupted: %w", err)
-	}
+	// Interrupted (Ctrl-C), the soak still reports what it saw.
+	ctx = context.WithoutCancel(ctx)
 	stopWatch()
 	watchDone.Wait()
 
@@ -240,13 +247,18 @@ func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logg
 	stopGateway()
 	rep.Audit = countAudit(ctx, gw.store)
 
-	rep.Totals = totalsOf(res, p.Duration)
+	d := p.Duration
+	if res.Interrupted {
+		rep.Interrupted = true
+		d = time.Duration(len(res.Samples)) * time.Second
+	}
+	rep.Totals = totalsOf(res, d)
 	n := len(res.Samples)
 	second, last := soakWindows(n)
 	rep.Second, rep.Last = statsOf(res.Samples, second), statsOf(res.Samples, last)
 	rep.Periods = periods(res.Samples)
 	rep.Verdicts = soakVerdicts(rep.Totals, rep.Second, rep.Last, rep.Audit)
-	rep.Pass = allPass(rep.Verdicts)
+	rep.Pass = allPass(rep.Verdicts) && !rep.Interrupted
 	rep.Errors = res.Errors
 	rep.Samples = res.Samples
 	rep.LoadAtEnd = currentEnvironment().LoadAvg

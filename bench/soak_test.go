@@ -488,3 +488,38 @@ func TestGoroutineWatcher(t *testing.T) {
 		t.Errorf("a stale scrape: %d, want -1", got)
 	}
 }
+
+// TestRunOpenLoopInterrupted checks an interruption stops the schedule but
+// lets the calls in flight end (their context is not cancelled), so every
+// call sent is accounted for.
+func TestRunOpenLoopInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var sawCancelled atomic.Int64
+	spec := loadSpec{Rate: 100, Duration: time.Minute, MaxInFlight: 1000}
+	res := runOpenLoop(ctx, spec, func(ctx context.Context, seq int) (outcome, error) {
+		if seq == 20 {
+			cancel()
+		}
+		if ctx.Err() != nil {
+			sawCancelled.Add(1)
+		}
+		return outcomeOK, nil
+	}, nil)
+	if !res.Interrupted || res.Scheduled < 21 || res.Scheduled >= spec.scheduled() {
+		t.Fatalf("interrupted %v after %d scheduled calls; want interrupted after 21 to %d", res.Interrupted, res.Scheduled, spec.scheduled())
+	}
+	ended := 0
+	for _, s := range res.Samples {
+		ended += s.Ended
+	}
+	if res.Started+res.Dropped != res.Scheduled || ended != res.Started {
+		t.Errorf("%d started + %d dropped of %d scheduled, %d ended", res.Started, res.Dropped, res.Scheduled, ended)
+	}
+	if len(res.Samples) == 0 || len(res.Samples) >= spec.seconds() {
+		t.Errorf("%d samples, want the seconds begun before the interruption", len(res.Samples))
+	}
+	if n := sawCancelled.Load(); n != 0 {
+		t.Errorf("%d calls ran with a cancelled context", n)
+	}
+}

@@ -99,6 +99,9 @@ type loadResult struct {
 	Started   int
 	Dropped   int
 	Errors    []string // the first unexpected errors, "t=…s call N: …"
+	// Interrupted is set when ctx ended the schedule early; Scheduled is
+	// then the calls that came due before, Samples the seconds begun.
+	Interrupted bool
 }
 
 // recorder files each call's end into its second.
@@ -180,7 +183,8 @@ func (r *recorder) gauge(i int, g gaugeReading, prevCPU time.Duration, inFlight 
 // not slow the load down, it piles calls up). A call due while
 // MaxInFlight are in flight is dropped and counted. At the end of every
 // second it reads g. It returns once every started call has ended and the
-// schedule's last second is over.
+// schedule's last second is over, or, when ctx ends, once the calls in
+// flight have ended.
 func runOpenLoop(ctx context.Context, spec loadSpec, call soakCall, g gauges) loadResult {
 	t0 := time.Now()
 	rec := newRecorder(t0, spec.seconds())
@@ -210,12 +214,16 @@ func runOpenLoop(ctx context.Context, spec loadSpec, call soakCall, g gauges) lo
 		}
 	})
 
+	// An interruption (ctx) stops the schedule, not the calls in flight:
+	// they end on their own (each has its timeout), so the report of an
+	// interrupted soak still accounts for every call it sent.
+	callCtx := context.WithoutCancel(ctx)
 	res := loadResult{Scheduled: spec.scheduled()}
 	for seq := range res.Scheduled {
 		due := spec.due(seq)
 		if wait := time.Until(t0.Add(due)); wait > 0 {
 			if sleep(ctx, wait) != nil {
-				res.Scheduled = seq
+				res.Scheduled, res.Interrupted = seq, true
 				break
 			}
 		}
@@ -232,7 +240,7 @@ func runOpenLoop(ctx context.Context, spec loadSpec, call soakCall, g gauges) lo
 		calls.Go(func() {
 			defer func() { inFlight.Add(-1); <-sem }()
 			start := time.Now()
-			o, err := call(ctx, seq)
+			o, err := call(callCtx, seq)
 			rec.ended(seq, start, time.Now(), o, err)
 		})
 	}
@@ -240,7 +248,12 @@ func runOpenLoop(ctx context.Context, spec loadSpec, call soakCall, g gauges) lo
 		spec.dispatched()
 	}
 	calls.Wait()
-	gaugeWG.Wait() // it ends with the last second of the schedule
+	gaugeWG.Wait() // it ends with the last second of the schedule, or ctx
+	if res.Interrupted {
+		// Keep the seconds that began; every call ended in one of them.
+		n := int((time.Since(t0) + time.Second - 1) / time.Second)
+		rec.s = rec.s[:min(max(n, 1), len(rec.s))]
+	}
 
 	for i := range rec.s {
 		s := &rec.s[i]

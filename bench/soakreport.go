@@ -57,6 +57,10 @@ func writeSoakMarkdown(w io.Writer, r *soakReport) error {
 		"Latency is from sending a call to its answer, filed in the second the call ended.\n\n",
 		len(r.Upstreams), describeUpstreams(r.Upstreams), p.Rate, p.Duration, p.Clients, p.MaxInFlight)
 
+	if r.Interrupted {
+		fmt.Fprintf(&b, "**Interrupted** after %d of %d seconds: the figures cover the seconds that ran, and the soak does not pass.\n\n",
+			len(r.Samples), int(r.Params.Duration/time.Second))
+	}
 	verdict := "**PASS**"
 	if !r.Pass {
 		verdict = "**MISS**"
@@ -70,7 +74,7 @@ func writeSoakMarkdown(w io.Writer, r *soakReport) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", v.What, v.Target, v.Got, pm)
 	}
-	if r.Params.Duration < 3*fullWindow*time.Second {
+	if len(r.Samples) < 3*fullWindow {
 		fmt.Fprintf(&b, "\nThe soak is shorter than %d minutes: the windows compared are its second and last quarters, not minutes.\n", 3*fullWindow/60)
 	}
 

@@ -85,6 +85,9 @@ func writeSoakSVG(w io.Writer, r *soakReport) error {
 	if !r.Pass {
 		verdict = "MISS"
 	}
+	if r.Interrupted {
+		verdict += fmt.Sprintf(" (interrupted after %d s)", n)
+	}
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="16" font-weight="bold">%s — %s</text>`+"\n", svgLeft, esc(title), verdict)
 
 	y := svgTop
