@@ -219,6 +219,9 @@ func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logg
 	var watchDone sync.WaitGroup
 	watchDone.Go(func() { gors.run(wctx) })
 	defer func() { stopWatch(); watchDone.Wait() }()
+	if err := waitScrape(ctx, gors); err != nil {
+		logger.Warn("the gateway's go_goroutines cannot be read: the goroutines verdict will miss", "error", err)
+	}
 	read := func() gaugeReading {
 		g := gaugeReading{RSS: -1, Goroutines: gors.latest(time.Now()), CPU: -1}
 		if n, ok := processRSS(gw.pid); ok {
@@ -329,6 +332,19 @@ func (w *goroutineWatcher) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// waitScrape waits until w has read the goroutines once, so the first
+// second of the load has its reading too.
+func waitScrape(ctx context.Context, w *goroutineWatcher) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	for w.latest(time.Now()) < 0 {
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return fmt.Errorf("no scrape of %s succeeded: %w", w.url, err)
+		}
+	}
+	return nil
 }
 
 // latest is the last scraped count if it is fresh at now, else -1.

@@ -447,10 +447,19 @@ func TestSoakEndToEnd(t *testing.T) {
 	if len(rep.Samples) != 2 {
 		t.Errorf("%d samples, want 2", len(rep.Samples))
 	}
+	gors := 0
 	for _, s := range rep.Samples {
-		if s.RSS <= 0 || s.Goroutines <= 0 {
-			t.Errorf("second %d: RSS %d, goroutines %d; want both read", s.T, s.RSS, s.Goroutines)
+		if s.RSS <= 0 {
+			t.Errorf("second %d: RSS %d, want it read", s.T, s.RSS)
 		}
+		if s.Goroutines > 0 {
+			gors++
+		}
+	}
+	// A scrape slower than goroutinesFresh leaves a second without; on a
+	// loaded machine that may happen, but not in every second.
+	if gors == 0 {
+		t.Error("no second has the gateway's goroutines")
 	}
 	if !strings.Contains(stdout.String(), "## Verdicts") {
 		t.Errorf("the report was not printed:\n%s", stdout.String())
