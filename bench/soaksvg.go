@@ -71,9 +71,12 @@ func writeSoakSVG(w io.Writer, r *soakReport) error {
 		{title: "gateway resident memory (VmRSS)", unit: "MB", height: gaugeHight, lines: []series{{"RSS", "#2ca02c", rss}}},
 		{title: "gateway goroutines (go_goroutines)", unit: "", height: gaugeHight, lines: []series{{"goroutines", "#9467bd", gor}}},
 	}
-	height := svgTop
-	for _, p := range panels {
-		height += p.height + svgGap
+	height := svgTop + 45 // below the last panel: its x labels and axis title
+	for i, p := range panels {
+		height += p.height
+		if i > 0 {
+			height += svgGap
+		}
 	}
 
 	var b strings.Builder
