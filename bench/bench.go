@@ -32,17 +32,20 @@ type listResult struct {
 
 // report is everything a run measured, in the order it is printed.
 type report struct {
-	Env      environment  `json:"environment"`
-	Params   params       `json:"params"`
-	Calls    []callResult `json:"calls"`
-	Lists    []listResult `json:"lists"`
-	Goals    []goal       `json:"goals"`
-	Profiles []string     `json:"profiles,omitempty"`
+	Env      environment     `json:"environment"`
+	Params   params          `json:"params"`
+	Calls    []callResult    `json:"calls"`
+	Lists    []listResult    `json:"lists"`
+	Tools10k *tools10kResult `json:"tools10k,omitempty"`
+	Goals    []goal          `json:"goals"`
+	Profiles []string        `json:"profiles,omitempty"`
 }
 
 // gateway is a running gateway to benchmark through.
 type gateway struct {
+	base     string // http://host:port, for /metrics and the REST API
 	endpoint string // the /mcp URL
+	store    string // its SQLite file; "" when unknown
 	pid      int    // 0 when it runs in this process
 	stop     func()
 }
@@ -89,30 +92,48 @@ type gatewayStarter interface {
 	start(ctx context.Context, name, servers string) (*gateway, error)
 }
 
-// benchmark runs the selected scenarios and returns their figures. Every
-// process it starts is stopped before it returns.
-func benchmark(ctx context.Context, o *options, logger *slog.Logger, stderr io.Writer) (*report, error) {
-	tmp, err := os.MkdirTemp("", "switchboard-bench-")
+// prepare makes the run's temp dir (which cleanup removes) and the binary
+// to run: -bin, or ./cmd/switchboard built into the temp dir.
+func prepare(ctx context.Context, o *options, logger *slog.Logger, stderr io.Writer) (bin, tmp string, cleanup func(), err error) {
+	tmp, err = os.MkdirTemp("", "switchboard-bench-")
 	if err != nil {
-		return nil, fmt.Errorf("creating a temp dir: %w", err)
+		return "", "", nil, fmt.Errorf("creating a temp dir: %w", err)
 	}
-	defer os.RemoveAll(tmp)
+	var unset bool
+	cleanup = func() {
+		if unset {
+			os.Unsetenv("SWITCHBOARD_LOG_DIRECTORY")
+		}
+		os.RemoveAll(tmp)
+	}
 	// The gateways' default log_directory (logs/mcp_servers) is relative to
 	// the working directory: keep their stderr logs with the run's files.
 	if os.Getenv("SWITCHBOARD_LOG_DIRECTORY") == "" {
 		os.Setenv("SWITCHBOARD_LOG_DIRECTORY", filepath.Join(tmp, "logs"))
-		defer os.Unsetenv("SWITCHBOARD_LOG_DIRECTORY")
+		unset = true
 	}
-
-	bin := o.bin
+	bin = o.bin
 	if bin == "" {
 		logger.Info("building switchboard")
-		if bin, err = buildBinary(ctx, tmp, stderr); err != nil {
-			return nil, err
-		}
+		bin, err = buildBinary(ctx, tmp, stderr)
 	} else if bin, err = filepath.Abs(bin); err != nil {
-		return nil, fmt.Errorf("resolving -bin: %w", err)
+		err = fmt.Errorf("resolving -bin: %w", err)
 	}
+	if err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	return bin, tmp, cleanup, nil
+}
+
+// benchmark runs the selected scenarios and returns their figures. Every
+// process it starts is stopped before it returns.
+func benchmark(ctx context.Context, o *options, logger *slog.Logger, stderr io.Writer) (*report, error) {
+	bin, tmp, cleanup, err := prepare(ctx, o, logger, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
 
 	ps := &procs{logger: logger}
 	if o.verbose {
@@ -165,6 +186,7 @@ type bencher struct {
 
 	callAccs map[string]*callAcc // by scenario, over the rounds
 	listAccs map[string]*listAcc
+	t10k     *tools10kAcc
 }
 
 // callAcc gathers one scenario's tools/call measurements over the rounds.
@@ -194,6 +216,9 @@ func (b *bencher) collect() {
 		if a, ok := b.listAccs[s]; ok {
 			b.rep.Lists = append(b.rep.Lists, listResult{Scenario: s, Tools: a.tools, Latency: summarize(a.samples)})
 		}
+	}
+	if b.t10k != nil {
+		b.rep.Tools10k = b.t10k.collect()
 	}
 }
 
@@ -268,6 +293,11 @@ func (b *bencher) run(ctx context.Context) error {
 			return err
 		}
 		b.ps.stop(demo)
+	}
+	if b.want(scenarioTools10k) {
+		if err := b.tools10k(ctx); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -479,8 +509,9 @@ func (g *procGateways) start(ctx context.Context, name, servers string) (*gatewa
 	if err != nil {
 		return nil, err
 	}
+	store := filepath.Join(g.dir, name+".db")
 	p, err := g.procs.start(name, g.bin, "serve", "--config", cfgPath, "--listen", addr,
-		"--store", filepath.Join(g.dir, name+".db"), "--log-level", "warn")
+		"--store", store, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
@@ -488,5 +519,6 @@ func (g *procGateways) start(ctx context.Context, name, servers string) (*gatewa
 		g.procs.stop(p)
 		return nil, err
 	}
-	return &gateway{endpoint: "http://" + addr + "/mcp", pid: p.cmd.Process.Pid, stop: func() { g.procs.stop(p) }}, nil
+	return &gateway{base: "http://" + addr, endpoint: "http://" + addr + "/mcp", store: store, pid: p.cmd.Process.Pid,
+		stop: func() { g.procs.stop(p) }}, nil
 }

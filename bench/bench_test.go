@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,12 +65,17 @@ func TestSummarize(t *testing.T) {
 
 func TestEvaluate(t *testing.T) {
 	us := time.Microsecond
-	call := func(s string, p50 time.Duration, perSec float64) callResult {
-		return callResult{Scenario: s, Latency: latency{P50: p50}, Throughput: throughput{PerSecond: perSec}}
+	call := func(s string, p50 time.Duration, perSec float64, gwCPU time.Duration) callResult {
+		c := callResult{Scenario: s, Latency: latency{P50: p50}, Throughput: throughput{PerSecond: perSec}}
+		if gwCPU > 0 {
+			c.Throughput.CPUPerCall = map[string]time.Duration{roleClient: time.Millisecond, roleGateway: gwCPU}
+		}
+		return c
 	}
-	list := func(s string, p50 time.Duration) listResult {
-		return listResult{Scenario: s, Latency: latency{P50: p50}}
+	t10k := func(gw, direct time.Duration, rss ...rssPoint) *tools10kResult {
+		return &tools10kResult{Gateway: latency{N: 99, P50: gw}, Direct: latency{N: 19, P50: direct}, RSS: rss}
 	}
+	const MB = 1_000_000
 	tests := []struct {
 		name string
 		rep  report
@@ -79,38 +85,63 @@ func TestEvaluate(t *testing.T) {
 			name: "all measured",
 			rep: report{
 				Calls: []callResult{
-					call(scenarioDirect, 100*us, 1000),
-					call(scenarioHTTP, 350*us, 750),   // exactly at both limits: pass
-					call(scenarioStdio, 201*us, 1200), // 1µs and 0.05× short: miss
+					call(scenarioDirect, 100*us, 1000, 0),
+					call(scenarioHTTP, 350*us, 850, 150*us),      // exactly at every limit: pass
+					call(scenarioStdio, 251*us, 1190, 151*us),    // 1µs, 0.01× and 1µs short: miss
+					call(scenarioStdioAsync, 100*us, 5000, 1*us), // no goals of its own
 				},
-				Lists: []listResult{list(listDirect, 10*time.Millisecond), list(listGateway, 13*time.Millisecond)},
+				Tools10k: t10k(130*time.Millisecond, 100*time.Millisecond,
+					rssPoint{0, 120 * MB}, rssPoint{20, 140 * MB}, rssPoint{100, 154 * MB}),
 			},
 			want: []goal{
-				{scenarioHTTP, "p50 latency added", metricDeltaP50, 250e3, 250e3, true},
-				{scenarioHTTP, "calls/s vs direct", metricRatio, 0.75, 0.75, true},
-				{scenarioStdio, "p50 latency added", metricDeltaP50, 100e3, 101e3, false},
-				{scenarioStdio, "calls/s vs direct HTTP", metricRatio, 1.25, 1.2, false},
-				{listGateway, "tools/list p50 latency added", metricDeltaP50, 2e6, 3e6, false},
+				{scenarioStdio, "p50 latency added", metricDeltaP50, 150e3, 151e3, false, ""},
+				{scenarioStdio, "calls/s vs direct HTTP", metricRatio, 1.2, 1.19, false, ""},
+				{scenarioStdio, "gateway CPU per call", metricCPUPerCall, 150e3, 151e3, false, ""},
+				{scenarioHTTP, "p50 latency added", metricDeltaP50, 250e3, 250e3, true, ""},
+				{scenarioHTTP, "calls/s vs direct", metricRatio, 0.85, 0.85, true, ""},
+				{scenarioHTTP, "gateway CPU per call", metricCPUPerCall, 150e3, 150e3, true, ""},
+				{scenarioTools10k, "gateway RSS (peak of start/20/N lists)", metricRSS, 150e6, 154e6, false, "peak after 100 lists"},
+				{scenarioTools10k, "RSS stable: after N lists vs after 20", metricGrowth, 0.1, 0.1, true, "140 MB after 20 → 154 MB after 100"},
+				{scenarioTools10k, "tools/list p50 vs one upstream direct", metricTimeRatio, 1.3, 1.3, true, "130ms vs 100ms"},
 			},
 		},
 		{
-			name: "no baseline, no goals",
-			rep:  report{Calls: []callResult{call(scenarioHTTP, 1, 1)}, Lists: []listResult{list(listGateway, 1)}},
+			name: "no baseline: only the CPU goals, which need none",
+			rep:  report{Calls: []callResult{call(scenarioHTTP, 1, 1, 90*us), call(scenarioStdio, 1, 1, 0)}},
+			want: []goal{{scenarioHTTP, "gateway CPU per call", metricCPUPerCall, 150e3, 90e3, true, ""}},
 		},
 		{
 			name: "a gateway faster than direct passes",
-			rep:  report{Calls: []callResult{call(scenarioDirect, 100*us, 1000), call(scenarioStdio, 90*us, 2000)}},
+			rep:  report{Calls: []callResult{call(scenarioDirect, 100*us, 1000, 0), call(scenarioStdio, 90*us, 2000, 0)}},
 			want: []goal{
-				{scenarioStdio, "p50 latency added", metricDeltaP50, 100e3, -10e3, true},
-				{scenarioStdio, "calls/s vs direct HTTP", metricRatio, 1.25, 2, true},
+				{scenarioStdio, "p50 latency added", metricDeltaP50, 150e3, -10e3, true, ""},
+				{scenarioStdio, "calls/s vs direct HTTP", metricRatio, 1.2, 2, true, ""},
 			},
 		},
 		{
 			name: "a baseline of zero calls/s gives ratio 0, not a division by zero",
-			rep:  report{Calls: []callResult{call(scenarioDirect, 100*us, 0), call(scenarioHTTP, 100*us, 10)}},
+			rep:  report{Calls: []callResult{call(scenarioDirect, 100*us, 0, 0), call(scenarioHTTP, 100*us, 10, 0)}},
 			want: []goal{
-				{scenarioHTTP, "p50 latency added", metricDeltaP50, 250e3, 0, true},
-				{scenarioHTTP, "calls/s vs direct", metricRatio, 0.75, 0, false},
+				{scenarioHTTP, "p50 latency added", metricDeltaP50, 250e3, 0, true, ""},
+				{scenarioHTTP, "calls/s vs direct", metricRatio, 0.85, 0, false, ""},
+			},
+		},
+		{
+			name: "tools10k: memory shrinking after 20 lists is stable; too few lists leave stability out",
+			rep: report{Tools10k: t10k(100*time.Millisecond, 100*time.Millisecond,
+				rssPoint{0, 100 * MB}, rssPoint{20, 149 * MB}, rssPoint{100, 120 * MB})},
+			want: []goal{
+				{scenarioTools10k, "gateway RSS (peak of start/20/N lists)", metricRSS, 150e6, 149e6, true, "peak after 20 lists"},
+				{scenarioTools10k, "RSS stable: after N lists vs after 20", metricGrowth, 0.1, -29.0 / 149, true, "149 MB after 20 → 120 MB after 100"},
+				{scenarioTools10k, "tools/list p50 vs one upstream direct", metricTimeRatio, 1.3, 1, true, "100ms vs 100ms"},
+			},
+		},
+		{
+			name: "tools10k with 20 lists: no stability; without RSS: no memory goals at all",
+			rep:  report{Tools10k: t10k(100*time.Millisecond, 100*time.Millisecond, rssPoint{0, 100 * MB}, rssPoint{20, 101 * MB})},
+			want: []goal{
+				{scenarioTools10k, "gateway RSS (peak of start/20/N lists)", metricRSS, 150e6, 101e6, true, "peak after 20 lists"},
+				{scenarioTools10k, "tools/list p50 vs one upstream direct", metricTimeRatio, 1.3, 1, true, "100ms vs 100ms"},
 			},
 		},
 	}
@@ -163,6 +194,9 @@ func TestWriteTable(t *testing.T) {
 			{Scenario: scenarioHTTP, Latency: latency{P50: 300 * time.Microsecond, P99: 900 * time.Microsecond}, Throughput: throughput{PerSecond: 800}},
 		},
 	}
+	rep.Tools10k = &tools10kResult{Upstreams: 20, ToolsPerUpstream: 500, Tools: 10000, Pages: 10, DirectTools: 10000, DirectPages: 10,
+		Gateway: latency{N: 99, P50: 600 * time.Millisecond}, Direct: latency{N: 19, P50: 400 * time.Millisecond},
+		RSS: []rssPoint{{0, 160e6}, {20, 120e6}, {100, 125e6}}, StartSeconds: 3.2}
 	rep.Goals = evaluate(rep)
 	var buf bytes.Buffer
 	if err := writeTable(&buf, rep); err != nil {
@@ -174,6 +208,13 @@ func TestWriteTable(t *testing.T) {
 		"+200µs", // Δp50
 		"+600µs", // Δp99
 		"0.80×",  // throughput ratio
+		"gateway (20 × 500)",
+		"1.50×", // tools10k listing vs direct
+		"after start  after 20 lists  after 100 lists  stable (N vs 20)",
+		"160 MB          120 MB           125 MB        yes, +4.2%",
+		"(peak right after start)",
+		"(120 MB after 20 → 125 MB after 100)",
+		"(600ms vs 400ms)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -181,11 +222,12 @@ func TestWriteTable(t *testing.T) {
 	}
 	var verdicts []string
 	for line := range strings.Lines(out) {
-		if f := strings.Fields(line); len(f) > 0 && (f[len(f)-1] == "PASS" || f[len(f)-1] == "MISS") {
-			verdicts = append(verdicts, f[0]+" "+f[len(f)-1])
+		f := strings.Fields(line)
+		if i := slices.IndexFunc(f, func(s string) bool { return s == "PASS" || s == "MISS" }); i > 0 {
+			verdicts = append(verdicts, f[0]+" "+f[i])
 		}
 	}
-	if diff := cmp.Diff([]string{"gateway/http PASS", "gateway/http PASS"}, verdicts); diff != "" {
+	if diff := cmp.Diff([]string{"gateway/http PASS", "gateway/http MISS", "tools10k MISS", "tools10k PASS", "tools10k MISS"}, verdicts); diff != "" {
 		t.Errorf("verdicts (-want +got):\n%s\n%s", diff, out)
 	}
 }
@@ -197,7 +239,7 @@ func TestParseFlags(t *testing.T) {
 		wantErr   bool
 		scenarios []string
 	}{
-		{"defaults", nil, false, []string{scenarioDirect, scenarioHTTP, scenarioStdio, scenarioList}},
+		{"defaults", nil, false, []string{scenarioDirect, scenarioHTTP, scenarioStdio, scenarioList, scenarioTools10k}},
 		{"subset, deduplicated", []string{"-scenarios", "list, direct,list"}, false, []string{scenarioList, scenarioDirect}},
 		{"unknown scenario", []string{"-scenarios", "gateway/sse"}, true, nil},
 		{"empty scenarios", []string{"-scenarios", ","}, true, nil},
@@ -206,6 +248,14 @@ func TestParseFlags(t *testing.T) {
 		{"stray argument", []string{"now"}, true, nil},
 		{"zero rounds", []string{"-rounds", "0"}, true, nil},
 		{"profile with rounds", []string{"-profile", "/tmp/p", "-rounds", "2"}, true, nil},
+		{"one tools10k list", []string{"-tools10k-lists", "1"}, true, nil},
+		{"tools10k upstreams with fewer tools than the demo's own", []string{"-tools10k-tools", "4"}, true, nil},
+		{"soak", []string{"-soak", "-soak-duration", "1m", "-soak-rate", "50"}, false, []string{scenarioDirect, scenarioHTTP, scenarioStdio, scenarioList, scenarioTools10k}},
+		{"soak shorter than a second", []string{"-soak", "-soak-duration", "500ms"}, true, nil},
+		{"soak at rate 0", []string{"-soak", "-soak-rate", "0"}, true, nil},
+		{"soak: every upstream slow", []string{"-soak", "-soak-upstreams", "3", "-soak-slow", "3"}, true, nil},
+		{"soak: error rate above 1", []string{"-soak", "-soak-error-rate", "1.5"}, true, nil},
+		{"soak with profile", []string{"-soak", "-profile", "/tmp/p"}, true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -62,3 +62,34 @@ func statFields(pid int) ([]string, bool) {
 	}
 	return strings.Fields(s[i+1:]), true
 }
+
+// processRSS returns the resident memory of pid (VmRSS of
+// /proc/PID/status), in bytes.
+func processRSS(pid int) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0, false
+	}
+	return parseVmRSS(string(b))
+}
+
+// parseVmRSS reads the VmRSS line ("VmRSS:    12345 kB") of a
+// /proc/PID/status text.
+func parseVmRSS(status string) (int64, bool) {
+	for line := range strings.Lines(status) {
+		rest, ok := strings.CutPrefix(line, "VmRSS:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, false
+		}
+		kb, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil || kb < 0 {
+			return 0, false
+		}
+		return kb * 1024, true
+	}
+	return 0, false
+}

@@ -45,3 +45,31 @@ func TestChildrenOf(t *testing.T) {
 		t.Errorf("childrenOf(self) = %v, want it to contain %d", got, cmd.Process.Pid)
 	}
 }
+
+func TestProcessRSS(t *testing.T) {
+	if n, ok := processRSS(os.Getpid()); !ok || n <= 0 {
+		t.Errorf("processRSS(self) = %d, %v; want a positive size", n, ok)
+	}
+	if _, ok := processRSS(-1); ok {
+		t.Error("processRSS(-1) reported a size")
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	tests := []struct {
+		name, status string
+		want         int64
+		ok           bool
+	}{
+		{"kB", "Name:\tx\nVmHWM:\t  9 kB\nVmRSS:\t   12345 kB\nRssAnon:\t 1 kB\n", 12345 * 1024, true},
+		{"missing (a kernel thread)", "Name:\tkthreadd\nState:\tS\n", 0, false},
+		{"other unit", "VmRSS:\t12 MB\n", 0, false},
+		{"not a number", "VmRSS:\tx kB\n", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseVmRSS(tt.status)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: parseVmRSS = %d, %v; want %d, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -9,3 +9,7 @@ import "time"
 func processCPU(int) (time.Duration, bool) { return 0, false }
 
 func childrenOf(int) []int { return nil }
+
+// processRSS is only implemented on Linux; elsewhere memory figures are
+// left out.
+func processRSS(int) (int64, bool) { return 0, false }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -16,7 +17,8 @@ import (
 // not the figures.
 func tinyParams(scenarios ...string) params {
 	return params{Rounds: 1, Calls: 20, Warmup: 2, Concurrency: 4, Duration: 200 * time.Millisecond,
-		ThroughputWarm: 20 * time.Millisecond, ListCalls: 3, ExtraTools: 50, Scenarios: scenarios}
+		ThroughputWarm: 20 * time.Millisecond, ListCalls: 3, ExtraTools: 50, Scenarios: scenarios,
+		Tools10kUpstreams: 2, Tools10kTools: 10, Tools10kLists: stableAfter + 2, Tools10kDirect: 2}
 }
 
 // buildOnce builds the switchboard binary for the end-to-end tests.
@@ -35,7 +37,7 @@ func buildOnce(t *testing.T) string {
 
 func TestEndToEnd(t *testing.T) {
 	bin := buildOnce(t)
-	o := &options{bin: bin, params: tinyParams(scenarioDirect, scenarioHTTP, scenarioStdio, scenarioList)}
+	o := &options{bin: bin, params: tinyParams(scenarioDirect, scenarioHTTP, scenarioStdio, scenarioList, scenarioTools10k)}
 	rep, err := benchmark(t.Context(), o, slog.New(slog.DiscardHandler), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +58,24 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if want := "direct gateway/http gateway/stdio list direct list gateway"; strings.Join(got, " ") != want {
 		t.Errorf("measured %q, want %q", strings.Join(got, " "), want)
+	}
+	if r := rep.Tools10k; r == nil {
+		t.Error("no tools10k figures")
+	} else {
+		if r.Tools != 20 || r.DirectTools != 20 || r.Gateway.N != o.Tools10kLists-1 || r.Direct.N != o.Tools10kDirect-1 {
+			t.Errorf("tools10k: %d tools through the gateway in %d timed lists, %d directly in %d; want 20 in %d, 20 in %d",
+				r.Tools, r.Gateway.N, r.DirectTools, r.Direct.N, o.Tools10kLists-1, o.Tools10kDirect-1)
+		}
+		var after []int
+		for _, p := range r.RSS {
+			after = append(after, p.AfterLists)
+			if p.Bytes <= 0 {
+				t.Errorf("tools10k: RSS after %d lists is %d", p.AfterLists, p.Bytes)
+			}
+		}
+		if runtime.GOOS == "linux" && fmt.Sprint(after) != fmt.Sprint([]int{0, stableAfter, o.Tools10kLists}) {
+			t.Errorf("tools10k: RSS taken after %v lists, want after 0, %d and %d", after, stableAfter, o.Tools10kLists)
+		}
 	}
 	if len(rep.Goals) != len(goalDefs) {
 		t.Errorf("%d goals evaluated, want %d", len(rep.Goals), len(goalDefs))

@@ -82,18 +82,24 @@ func (c *client) callEcho(ctx context.Context, tool string) error {
 // listAll lists every tool, following pagination, as a client that wants
 // the whole catalog must.
 func (c *client) listAll(ctx context.Context) (int, error) {
+	n, _, err := c.listPages(ctx)
+	return n, err
+}
+
+// listPages is listAll that also counts the pages.
+func (c *client) listPages(ctx context.Context) (tools, pages int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	n := 0
 	params := &mcp.ListToolsParams{}
 	for {
 		res, err := c.session.ListTools(ctx, params)
 		if err != nil {
-			return n, fmt.Errorf("listing tools: %w", err)
+			return tools, pages, fmt.Errorf("listing tools: %w", err)
 		}
-		n += len(res.Tools)
+		tools += len(res.Tools)
+		pages++
 		if res.NextCursor == "" {
-			return n, nil
+			return tools, pages, nil
 		}
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}

@@ -136,7 +136,7 @@ func (g *inProcessGateways) startLabelled(ctx context.Context, name, servers str
 		}
 		a.Close(ctx)
 	}
-	return &gateway{endpoint: "http://" + ln.Addr().String() + "/mcp", stop: stop}, nil
+	return &gateway{base: "http://" + ln.Addr().String(), endpoint: "http://" + ln.Addr().String() + "/mcp", stop: stop}, nil
 }
 
 // slogAtWarn keeps the gateway's info logs out of the benchmark output,
