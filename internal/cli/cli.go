@@ -22,6 +22,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/gctune"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=v1.2.3".
@@ -106,18 +107,12 @@ Exit status:
 	return root
 }
 
-// gatewayGCPercent is the GC target of the gateway commands when GOGC is not
-// set. Every proxied message is decoded and re-encoded several times by the
-// MCP SDK, so the gateway allocates a lot of short-lived garbage per call
-// while its live heap stays small; collecting at 5× the live heap instead of
-// 2× halves the gateway's CPU per call in the bench harness at the price of
-// a few extra megabytes.
-const gatewayGCPercent = 400
-
-// tuneGC applies gatewayGCPercent unless the operator chose with GOGC.
-func tuneGC(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(gatewayGCPercent)
+// tuneGC paces the gateway's garbage collector (see package gctune): GOGC
+// 400 unless the operator set GOGC, and, unless GOMEMLIMIT is set, a soft
+// memory limit that follows the live heap for as long as ctx lasts.
+func tuneGC(ctx context.Context, getenv func(string) string) {
+	if gctune.Apply(getenv, gctune.Options{}) {
+		go gctune.Run(ctx, gctune.Options{}) // ends with the command's context
 	}
 }
 
@@ -203,8 +198,10 @@ func (f *gatewayFlags) run(e *env, serve func(context.Context, *config.Config, *
 		if err != nil {
 			return err
 		}
-		tuneGC(e.getenv)
-		return serve(cmd.Context(), cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
+		ctx, cancel := context.WithCancel(cmd.Context())
+		defer cancel()
+		tuneGC(ctx, e.getenv)
+		return serve(ctx, cfg, &app.Options{Logger: logger, Getenv: e.getenv, Version: Version})
 	}
 }
 
