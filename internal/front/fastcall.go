@@ -106,7 +106,11 @@ func (f *Front) fastToolCall(w http.ResponseWriter, r *http.Request, maxBody int
 	if f.tracer != nil {
 		h = f.traceMiddleware(h)
 	}
-	res, err := h(r.Context(), "tools/call", req)
+	ctx := r.Context()
+	if caps, ok := metaCapabilities(body); ok {
+		ctx = context.WithValue(ctx, fastCapsKey{}, caps)
+	}
+	res, err := h(ctx, "tools/call", req)
 	var result json.RawMessage
 	if err == nil {
 		result, err = fastResult(res.(*mcp.CallToolResult), f.impl)
@@ -226,6 +230,36 @@ func fastID(raw json.RawMessage) (jsonrpc.ID, bool) {
 	}
 	id, err := jsonrpc.MakeID(float64(i))
 	return id, err == nil
+}
+
+// fastCapsKey carries the client capabilities the fast path decoded, so
+// that [Front.park] need not have the SDK decode them once more.
+type fastCapsKey struct{}
+
+// metaCapabilities decodes the client capabilities of a request's _meta as
+// the SDK's ServerRequest.ClientCapabilities does (the stateless
+// revision's roots replace the legacy roots field).
+func metaCapabilities(body []byte) (*mcp.ClientCapabilities, bool) {
+	var msg struct {
+		Params struct {
+			Meta struct {
+				Caps *struct {
+					mcp.ClientCapabilities
+					Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+				} `json:"io.modelcontextprotocol/clientCapabilities"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Params.Meta.Caps == nil {
+		return nil, false
+	}
+	c := msg.Params.Meta.Caps
+	caps := c.ClientCapabilities
+	caps.RootsV2 = c.Roots
+	if caps.RootsV2 != nil {
+		caps.Roots = *caps.RootsV2
+	}
+	return &caps, true
 }
 
 // fastMetaOK reports whether a request's _meta is one the fast path

@@ -331,7 +331,9 @@ func (f *Front) park(ctx context.Context, req mcp.Request, run func(context.Cont
 
 	var caps *mcp.ClientCapabilities
 	var ss *mcp.ServerSession
-	if sr, ok := req.(interface {
+	if c, ok := reqCtx.Value(fastCapsKey{}).(*mcp.ClientCapabilities); ok {
+		caps = c // decoded by the fast path already
+	} else if sr, ok := req.(interface {
 		ClientCapabilities() *mcp.ClientCapabilities
 	}); ok {
 		caps = sr.ClientCapabilities()
