@@ -15,7 +15,7 @@ func TestLimit(t *testing.T) {
 		want int64
 	}{
 		{0, DefaultFloor},
-		{10 << 20, DefaultFloor},                  // a small heap: GOGC alone paces it
+		{10 << 20, DefaultFloor},                 // a small heap: GOGC alone paces it
 		{80 << 20, int64(float64(80<<20) * 1.5)}, // the 10,000-tool catalog
 		{1 << 30, int64(float64(1<<30) * 1.5)},
 		{math.MaxUint64, math.MaxInt64},
