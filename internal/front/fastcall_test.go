@@ -320,3 +320,48 @@ func TestFastCallParkedRetry(t *testing.T) {
 		t.Fatalf("second round = %v, want the answer relayed", second)
 	}
 }
+
+// BenchmarkStatelessToolCall measures one tools/call of the stateless
+// revision through the front's HTTP handler, answered in memory: through
+// the SDK's per-request session (sdk, as before issue 18) and through the
+// fast path. The difference is what the front costs per call; the
+// allocations are exact.
+//
+//	go test ./internal/front -run '^$' -bench StatelessToolCall -benchmem
+func BenchmarkStatelessToolCall(b *testing.B) {
+	for _, fast := range []bool{false, true} {
+		name := "sdk"
+		if fast {
+			name = "fast"
+		}
+		b.Run(name, func(b *testing.B) {
+			cat := catalog.New(nil)
+			if _, err := cat.Set(catalog.Entry{Server: "demo", Available: true,
+				Tools: []*mcp.Tool{{Name: "text", InputSchema: map[string]any{"type": "object",
+					"properties": map[string]any{"text": map[string]any{"type": "string"}}}}}}); err != nil {
+				b.Fatal(err)
+			}
+			f := front.New(cat, &outcomeCaller{}, nil)
+			if !fast {
+				front.DisableFastPath(f)
+			}
+			b.Cleanup(f.Close)
+			h := f.StreamableHandler(&front.HTTPOptions{Guarded: true})
+			body := toolCall("1", "demo.text", `"arguments":{"text":"switchboard bench"},`+meta2026("")).body
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+				req.Header.Set("Mcp-Method", "tools/call")
+				req.Header.Set("Mcp-Name", "demo.text")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "switchboard bench") {
+					b.Fatalf("answer %d %s", w.Code, w.Body.String())
+				}
+			}
+		})
+	}
+}
