@@ -35,7 +35,7 @@ func corpus10k() []Doc {
 }
 
 // benchModes are the rankings the benchmarks compare: the default (with the
-// WordNet layer) against the lexical ranking it grew from.
+// WordNet and word vector layer) against the lexical ranking it grew from.
 var benchModes = []struct {
 	name string
 	opts *Options

@@ -77,6 +77,8 @@ type scratch struct {
 	hinted  []string  // servers the query names
 	top     []cand
 	sem     []cand
+	qvec    []float32 // the query's text vector
+	qvec8   []int8    // the same ×127
 }
 
 type qtoken struct {
@@ -134,6 +136,9 @@ func (ix *Index) Search(ctx context.Context, q Query) Result {
 
 	ix.parseQuery(sc, q.Text)
 	ix.scoreLexical(sc, filtered)
+	if ix.wv != nil {
+		ix.scoreVectors(sc, filtered)
+	}
 	if ix.lex != nil {
 		ix.understand(sc)
 	}
