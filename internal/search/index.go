@@ -62,8 +62,8 @@ const (
 )
 
 // Options tune an [Index]. The zero value (or nil) ranks by BM25F with the
-// offline semantic layer (WordNet expansion and GloVe word vectors); an
-// Embedder adds semantic ranking.
+// offline semantic layer (WordNet and FOLDOC expansion, GloVe word
+// vectors); an Embedder adds semantic ranking.
 type Options struct {
 	Embedder Embedder // nil = no embeddings
 	// LexicalOnly turns the semantic layer off: exact terms (and typo and
@@ -112,8 +112,9 @@ type vocabView struct {
 // briefly and never rebuild the whole index.
 type Index struct {
 	emb          Embedder
-	lex          *lexicon     // nil = no semantic layer
-	wv           *wordVectors // nil = no semantic layer
+	lex          *lexicon       // nil = no semantic layer
+	wv           *wordVectors   // nil = no semantic layer
+	cd           *computingDict // nil = no semantic layer
 	log          *slog.Logger
 	queryTimeout time.Duration
 	rrfK         float64
@@ -191,6 +192,11 @@ func NewIndex(opts *Options) *Index {
 			o.Logger.Error("search: word vector table unusable; ranking without it", "err", err)
 		}
 		ix.wv = wv
+		cd, err := defaultComputingDict()
+		if err != nil {
+			o.Logger.Error("search: FOLDOC table unusable; ranking without it", "err", err)
+		}
+		ix.cd = cd
 	}
 	if ix.emb == nil {
 		close(ix.done)

@@ -318,12 +318,12 @@ func TestBlindRelevance(t *testing.T) {
 	for _, rk := range rankings {
 		t.Log(got[rk.name].row(rk.name))
 	}
-	// Issue 21 asks for recall@3 0.90; WordNet and GloVe's word vectors get
-	// the default to 0.483 (see docs/search.md, "What the semantic layer
-	// does not know"). These floors keep what it has: a regression fails, an
+	// Issue 21 asks for recall@3 0.90; WordNet, GloVe's word vectors and
+	// FOLDOC get the default to 0.517 (see docs/search.md, "What it does not
+	// know"). These floors keep what it has: a regression fails, an
 	// improvement raises them.
-	if d, l := got["default"], got["lexical"]; d.r3 < 0.475 || d.r1 < 0.35 || d.mrr < 0.435 || d.paraR3 < 0.2 || d.r3 < l.r3+0.1 {
-		t.Errorf("default: recall@1 %.3f, recall@3 %.3f (lexical %.3f), MRR %.3f, paraphrases %.3f; want at least 0.35, 0.475 (and 0.1 over lexical), 0.435 and 0.2",
+	if d, l := got["default"], got["lexical"]; d.r3 < 0.5 || d.r1 < 0.37 || d.mrr < 0.46 || d.paraR3 < 0.25 || d.r3 < l.r3+0.15 {
+		t.Errorf("default: recall@1 %.3f, recall@3 %.3f (lexical %.3f), MRR %.3f, paraphrases %.3f; want at least 0.37, 0.5 (and 0.15 over lexical), 0.46 and 0.25",
 			d.r1, d.r3, l.r3, d.mrr, d.paraR3)
 	}
 }

@@ -371,6 +371,9 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		}
 		if sc.grouped && !tk.whole && i < maxExpandedTokens {
 			ix.expandToken(sc, tk.raw, tk.term, ok)
+			if ix.cd != nil {
+				ix.expandComputing(sc, i, ok)
+			}
 			if isAcronym(tk.raw) {
 				if id, ok := ix.termIDs[acronymMark+tk.raw]; ok {
 					sc.addTerm(id, acronymWeight)
