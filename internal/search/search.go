@@ -79,6 +79,7 @@ type scratch struct {
 	sem     []cand
 	qvec    []float32 // the query's text vector
 	qvec8   []int8    // the same ×127
+	kth     []float32 // heap for scoreVectors' cut
 }
 
 type qtoken struct {
@@ -136,15 +137,15 @@ func (ix *Index) Search(ctx context.Context, q Query) Result {
 
 	ix.parseQuery(sc, q.Text)
 	ix.scoreLexical(sc, filtered)
-	if ix.wv != nil {
-		ix.scoreVectors(sc, filtered)
-	}
 	if ix.lex != nil {
 		ix.understand(sc)
 	}
 	depth := limit
 	if qvec != nil {
 		depth = max(limit, fuseDepth)
+	}
+	if ix.wv != nil {
+		ix.scoreVectors(sc, depth)
 	}
 	sc.top = sc.top[:0]
 	for _, slot := range sc.touched {

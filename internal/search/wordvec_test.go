@@ -1,7 +1,6 @@
 package search
 
 import (
-	"context"
 	"errors"
 	"testing"
 )
@@ -78,32 +77,31 @@ func TestDot8(t *testing.T) {
 	}
 }
 
-// TestWordVectorsFindWithoutSharedWords: with word vectors a tool is found by
-// a query that shares no word with it, and the tools that match the query's
-// words still rank first.
-func TestWordVectorsFindWithoutSharedWords(t *testing.T) {
-	docs := []Doc{
-		{Name: "web.navigate", OriginalName: "navigate", Description: "Go to a URL in the browser and load the page.", Server: "web"},
-		{Name: "calc.add", OriginalName: "add", Description: "Add two numbers and return their total.", Server: "calc"},
-		{Name: "mail.send", OriginalName: "send", Description: "Send an email message to a recipient.", Server: "mail"},
+// TestWordVectorsReorder: among tools the query matches alike, the word
+// vectors put first the one whose text is nearest the query's, and add at
+// most vecWeight to a score normalized to the best match.
+func TestWordVectorsReorder(t *testing.T) {
+	ix := NewIndex(nil)
+	t.Cleanup(ix.Close)
+	ix.Upsert(
+		Doc{Name: "m.send_invoice", OriginalName: "send_invoice", Description: "Send an invoice to a customer.", Server: "m"},
+		Doc{Name: "m.send_song", OriginalName: "send_song", Description: "Send a song to the group.", Server: "m"},
+		Doc{Name: "m.add", OriginalName: "add", Description: "Add two numbers.", Server: "m"},
+	)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	sc := ix.getScratch()
+	ix.parseQuery(sc, "send the lyrics")
+	song, invoice, add := ix.byName["m.send_song"], ix.byName["m.send_invoice"], ix.byName["m.add"]
+	// Both send tools matched "send" alike; the third did not match.
+	sc.touched = append(sc.touched[:0], invoice, song)
+	sc.acc[invoice], sc.acc[song] = 2, 2
+	ix.scoreVectors(sc, 10)
+	if sc.acc[song] <= sc.acc[invoice] {
+		t.Errorf("song %.3f, invoice %.3f: want the song first for lyrics", sc.acc[song], sc.acc[invoice])
 	}
-	ctx := context.Background()
-	def, lex := NewIndex(nil), NewIndex(&Options{LexicalOnly: true})
-	t.Cleanup(def.Close)
-	t.Cleanup(lex.Close)
-	def.Upsert(docs...)
-	lex.Upsert(docs...)
-	q := Query{Text: "homepage of a website"}
-	if res := lex.Search(ctx, q); len(res.Hits) != 0 {
-		t.Fatalf("premise: lexical ranking finds %v", names(res.Hits))
+	if sc.acc[song] > 1+vecWeight || sc.acc[invoice] < 1 || sc.acc[add] != 0 || len(sc.touched) != 2 {
+		t.Errorf("scores song %.3f invoice %.3f add %.3f, %d touched", sc.acc[song], sc.acc[invoice], sc.acc[add], len(sc.touched))
 	}
-	res := def.Search(ctx, q)
-	if len(res.Hits) == 0 || res.Hits[0].Name != "web.navigate" {
-		t.Errorf("hits %v, want web.navigate first", names(res.Hits))
-	}
-	// An exact match outranks a tool that is only alike.
-	res = def.Search(ctx, Query{Text: "send email to the website"})
-	if len(res.Hits) == 0 || res.Hits[0].Name != "mail.send" {
-		t.Errorf("hits %v, want mail.send first", names(res.Hits))
-	}
+	sc.reset()
 }
