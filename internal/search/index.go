@@ -1,8 +1,10 @@
 // Package search is the gateway's tool index: it finds the right tool among
 // thousands by what a caller types, lexically (BM25F over the tool's name,
 // description, parameters, server and skills, with identifier-aware
-// tokenization, stemming and typo tolerance) and, when an embeddings endpoint
-// is configured, semantically too, fusing both rankings.
+// tokenization, stemming and typo tolerance), through an offline semantic
+// layer compiled into the binary (WordNet and FOLDOC relatives of the
+// query's words, GloVe word vectors that re-rank the matches) and, when an
+// embeddings endpoint is configured, semantically too, fusing both rankings.
 package search
 
 import (
