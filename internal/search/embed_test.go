@@ -179,12 +179,15 @@ func names(hits []Hit) []string {
 }
 
 // TestHybridFusion is D3: with embeddings, a synonym BM25 cannot see
-// ("open" for "create") moves the right tool to the top.
+// ("open" for "create") moves the right tool to the top. Both indexes rank
+// lexically only, without the offline semantic layer (whose word vectors
+// already see that "open a pull request" is about pull requests), so that
+// the test is about fusion.
 func TestHybridFusion(t *testing.T) {
 	ctx := context.Background()
 	q := Query{Text: "open a pull request", Limit: 3}
 
-	lex := NewIndex(nil)
+	lex := NewIndex(&Options{LexicalOnly: true})
 	t.Cleanup(lex.Close)
 	lex.Upsert(hybridDocs...)
 	lres := lex.Search(ctx, q)
@@ -198,7 +201,7 @@ func TestHybridFusion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix := NewIndex(&Options{Embedder: emb})
+	ix := NewIndex(&Options{Embedder: emb, LexicalOnly: true})
 	t.Cleanup(ix.Close)
 	ix.Upsert(hybridDocs...)
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -238,7 +241,8 @@ func TestHybridFusion(t *testing.T) {
 }
 
 // TestEmbeddingsDown: a failing or unreachable endpoint degrades search to
-// lexical, says why, and keeps the same lexical answer.
+// lexical, says why, and keeps the answer of the same index without
+// embeddings.
 func TestEmbeddingsDown(t *testing.T) {
 	ctx := context.Background()
 	q := Query{Text: "open a pull request"}

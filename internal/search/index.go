@@ -1,13 +1,16 @@
 // Package search is the gateway's tool index: it finds the right tool among
 // thousands by what a caller types, lexically (BM25F over the tool's name,
 // description, parameters, server and skills, with identifier-aware
-// tokenization, stemming and typo tolerance) and, when an embeddings endpoint
-// is configured, semantically too, fusing both rankings.
+// tokenization, stemming and typo tolerance), through an offline semantic
+// layer compiled into the binary (WordNet and FOLDOC relatives of the
+// query's words, GloVe word vectors that re-rank the matches) and, when an
+// embeddings endpoint is configured, semantically too, fusing both rankings.
 package search
 
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -61,7 +64,8 @@ const (
 )
 
 // Options tune an [Index]. The zero value (or nil) ranks by BM25F with the
-// WordNet semantic layer, offline; an Embedder adds semantic ranking.
+// offline semantic layer (WordNet and FOLDOC expansion, GloVe word
+// vectors); an Embedder adds semantic ranking.
 type Options struct {
 	Embedder Embedder // nil = no embeddings
 	// LexicalOnly turns the semantic layer off: exact terms (and typo and
@@ -110,15 +114,20 @@ type vocabView struct {
 // briefly and never rebuild the whole index.
 type Index struct {
 	emb          Embedder
-	lex          *lexicon // nil = no semantic layer
+	lex          *lexicon       // nil = no semantic layer
+	wv           *wordVectors   // nil = no semantic layer
+	cd           *computingDict // nil = no semantic layer
 	log          *slog.Logger
 	queryTimeout time.Duration
 	rrfK         float64
 
-	mu          sync.RWMutex
-	docs        []docEntry
-	freeDocs    []uint32
-	byName      map[string]uint32
+	mu       sync.RWMutex
+	docs     []docEntry
+	freeDocs []uint32
+	byName   map[string]uint32
+	// dvec holds each slot's text vector (wv.dims bytes per slot, a unit
+	// vector ×127) when the slot's docHasVec flag is set.
+	dvec        []int8
 	termIDs     map[string]uint32
 	terms       []term
 	freeTerms   []uint32
@@ -180,6 +189,16 @@ func NewIndex(opts *Options) *Index {
 			o.Logger.Error("search: WordNet table unusable; ranking lexically", "err", err)
 		}
 		ix.lex = lx
+		wv, err := defaultWordVectors()
+		if err != nil {
+			o.Logger.Error("search: word vector table unusable; ranking without it", "err", err)
+		}
+		ix.wv = wv
+		cd, err := defaultComputingDict()
+		if err != nil {
+			o.Logger.Error("search: FOLDOC table unusable; ranking without it", "err", err)
+		}
+		ix.cd = cd
 	}
 	if ix.emb == nil {
 		close(ix.done)
@@ -267,6 +286,8 @@ func (ix *Index) ReplaceServer(server string, docs []Doc) {
 type docBuilder struct {
 	tf    map[string]*[numFields]uint8
 	seen  map[string]bool
+	vacc  []float32                    // a document's text vector being summed
+	raw   map[string]*[numFields]uint8 // words as written, per field, for vectors
 	order []string
 	reuse *docEntry // vector to keep when the embed text is unchanged
 }
@@ -276,8 +297,18 @@ func newDocBuilder() *docBuilder {
 }
 
 func (b *docBuilder) add(field int, text string) (n int) {
-	scanTokens(text, func(_, t string, _ bool) {
+	scanTokens(text, func(raw, t string, whole bool) {
 		b.count(field, t)
+		if b.raw != nil && !whole {
+			c := b.raw[raw]
+			if c == nil {
+				c = new([numFields]uint8)
+				b.raw[raw] = c
+			}
+			if c[field] < 255 {
+				c[field]++
+			}
+		}
 		n++
 	})
 	return n
@@ -307,6 +338,10 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 	}
 	clear(b.tf)
 	clear(b.seen)
+	if ix.wv != nil && b.raw == nil {
+		b.raw = make(map[string]*[numFields]uint8)
+	}
+	clear(b.raw)
 	b.order = b.order[:0]
 
 	var flen [numFields]int
@@ -358,6 +393,9 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 	}
 	if len(d.Skills) > 0 {
 		e.skills = append([]string(nil), d.Skills...)
+	}
+	if ix.wv != nil && ix.docVector(b, slot) {
+		e.flags |= docHasVec
 	}
 	for f := range numFields {
 		e.flen[f] = uint16(min(flen[f], 65535))
@@ -416,6 +454,51 @@ func (ix *Index) addLocked(b *docBuilder, d *Doc) {
 	}
 	sd[slot] = struct{}{}
 	ix.live++
+}
+
+// docVector stores in ix.dvec the text vector of the document b holds:
+// the sum of its words' vectors, each weighted by its field (a word of the
+// name says most what a tool does) and its rarity (see wordVectors.weight).
+// It reports false when no word of the document has a vector.
+func (ix *Index) docVector(b *docBuilder, slot uint32) bool {
+	d := ix.wv.dims
+	if need := (int(slot) + 1) * d; len(ix.dvec) < need {
+		ix.dvec = append(ix.dvec, make([]int8, need-len(ix.dvec))...)
+	}
+	if len(b.vacc) != d {
+		b.vacc = make([]float32, d)
+	}
+	clear(b.vacc)
+	for t, tfs := range b.raw {
+		i, ok := ix.wv.find(t)
+		if !ok {
+			continue
+		}
+		var w float32
+		for f, tf := range tfs {
+			w += vecFieldWeight[f] * float32(min(tf, 3))
+		}
+		if w > 0 {
+			ix.wv.add(b.vacc, i, w)
+		}
+	}
+	if !unitInto(b.vacc) {
+		return false
+	}
+	out := ix.dvec[int(slot)*d : (int(slot)+1)*d]
+	for j, x := range b.vacc {
+		out[j] = int8(math.Round(float64(x) * 127))
+	}
+	return true
+}
+
+// vecFieldWeight is how much a word counts in a document's text vector, by
+// the field it is in: the name says what a tool does, the description how;
+// a server's name and skill ids are left out (they are the same for many
+// tools, and the lexical ranking and server hints already use them).
+var vecFieldWeight = [numFields]float32{
+	fName: 2, fDesc: 1, fParamName: 0.5, fParamDesc: 0.25,
+	fServerDesc: 0.25,
 }
 
 // removeLocked unindexes the document in slot. ix.mu must be held for writing.
@@ -506,7 +589,7 @@ func (ix *Index) MemoryBytes() int64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	const mapEntry = 48
-	n := int64(cap(ix.docs))*int64(unsafe.Sizeof(docEntry{})) +
+	n := int64(cap(ix.docs))*int64(unsafe.Sizeof(docEntry{})) + int64(cap(ix.dvec)) +
 		int64(cap(ix.terms))*int64(unsafe.Sizeof(term{})) +
 		int64(cap(ix.freeDocs)+cap(ix.freeTerms))*4
 	for i := range ix.docs {

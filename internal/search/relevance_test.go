@@ -228,8 +228,11 @@ func TestRelevance(t *testing.T) {
 	for _, rk := range rankings {
 		t.Log(got[rk.name].row(rk.name))
 	}
-	if d := got["default"]; d.r3 < 0.968 || d.mrr < 0.909 {
-		t.Errorf("default: recall@3 %.3f, MRR %.3f; want at least 0.968 and 0.909 (the lexical ranking's before the semantic layer)", d.r3, d.mrr)
+	// The floors are the default's before the word vectors (recall@3 0.968,
+	// MRR 0.933; the lexical ranking's were 0.968 and 0.909): a change to
+	// the semantic layer must not cost what the index already found.
+	if d := got["default"]; d.r3 < 0.968 || d.mrr < 0.933 || d.r1 < 0.905 {
+		t.Errorf("default: recall@1 %.3f, recall@3 %.3f, MRR %.3f; want at least 0.905, 0.968 and 0.933", d.r1, d.r3, d.mrr)
 	}
 	if l := got["lexical"]; l.r3 < 0.85 {
 		t.Errorf("lexical: recall@3 = %.3f, want >= 0.85", l.r3)
@@ -315,12 +318,13 @@ func TestBlindRelevance(t *testing.T) {
 	for _, rk := range rankings {
 		t.Log(got[rk.name].row(rk.name))
 	}
-	// Issue 21 asks for recall@3 0.90; WordNet gets the default to 0.458
-	// (see docs/search.md, "What the semantic layer does not know"). These
-	// floors keep what it has: a regression fails, an improvement raises them.
-	if d, l := got["default"], got["lexical"]; d.r3 < 0.45 || d.mrr < 0.41 || d.paraR3 < 0.15 || d.r3 < l.r3+0.09 {
-		t.Errorf("default: recall@3 %.3f (lexical %.3f), MRR %.3f, paraphrases %.3f; want at least 0.45 (and 0.09 over lexical), 0.41 and 0.15",
-			d.r3, l.r3, d.mrr, d.paraR3)
+	// Issue 21 asks for recall@3 0.90; WordNet, GloVe's word vectors and
+	// FOLDOC get the default to 0.533 (see docs/search.md, "What it does not
+	// know"). These floors keep what it has: a regression fails, an
+	// improvement raises them.
+	if d, l := got["default"], got["lexical"]; d.r3 < 0.525 || d.r1 < 0.37 || d.mrr < 0.465 || d.paraR3 < 0.27 || d.r3 < l.r3+0.15 {
+		t.Errorf("default: recall@1 %.3f, recall@3 %.3f (lexical %.3f), MRR %.3f, paraphrases %.3f; want at least 0.37, 0.525 (and 0.15 over lexical), 0.465 and 0.27",
+			d.r1, d.r3, l.r3, d.mrr, d.paraR3)
 	}
 }
 

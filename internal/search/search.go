@@ -77,6 +77,9 @@ type scratch struct {
 	hinted  []string  // servers the query names
 	top     []cand
 	sem     []cand
+	qvec    []float32 // the query's text vector
+	qvec8   []int8    // the same ×127
+	kth     []float32 // heap for scoreVectors' cut
 }
 
 type qtoken struct {
@@ -140,6 +143,9 @@ func (ix *Index) Search(ctx context.Context, q Query) Result {
 	depth := limit
 	if qvec != nil {
 		depth = max(limit, fuseDepth)
+	}
+	if ix.wv != nil {
+		ix.scoreVectors(sc, depth)
 	}
 	sc.top = sc.top[:0]
 	for _, slot := range sc.touched {
@@ -366,6 +372,9 @@ func (ix *Index) parseQuery(sc *scratch, text string) {
 		}
 		if sc.grouped && !tk.whole && i < maxExpandedTokens {
 			ix.expandToken(sc, tk.raw, tk.term, ok)
+			if ix.cd != nil {
+				ix.expandComputing(sc, i, ok)
+			}
 			if isAcronym(tk.raw) {
 				if id, ok := ix.termIDs[acronymMark+tk.raw]; ok {
 					sc.addTerm(id, acronymWeight)

@@ -36,6 +36,7 @@ const (
 const (
 	docReadOnly    uint8 = 1 << iota // readOnlyHint: true
 	docDestructive                   // destructiveHint: true and not read-only
+	docHasVec                        // ix.dvec holds the document's text vector
 )
 
 // intentVerbs are the verbs of tool names that say what a tool does to
