@@ -1,0 +1,57 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The values of Server.Credentials.
+const (
+	// CredentialsShared: every caller's calls go with the server's own
+	// credentials (headers, bearer_token_env_var, auth). The default.
+	CredentialsShared = "shared"
+	// CredentialsPerUser: each caller's calls go with that caller's own
+	// credential for the server, an account linked by OAuth (the server's
+	// auth section configures the client) or a personal static credential;
+	// a caller without one is refused with upstream_auth_required.
+	CredentialsPerUser = "per_user"
+)
+
+// PerUser reports whether the server uses each caller's own credentials
+// (credentials: per_user).
+func (s *Server) PerUser() bool { return s.Credentials == CredentialsPerUser }
+
+// validateCredentials checks `credentials` of a server.
+func validateCredentials(s *Server) []problem {
+	switch s.Credentials {
+	case "", CredentialsShared:
+		return nil
+	case CredentialsPerUser:
+	default:
+		return []problem{{"credentials", fmt.Sprintf("unknown value %q: must be \"shared\" or \"per_user\"", s.Credentials)}}
+	}
+	var probs []problem
+	if s.Transport == TransportStdio {
+		probs = append(probs, problem{"credentials", "per_user is not allowed for a stdio server (only for sse and http servers)"})
+	}
+	// A caller's credential goes in the Authorization header: a shared one
+	// there would be sent in its place or beside it.
+	const own = "per_user sends each caller's own Authorization header: remove "
+	if s.BearerTokenEnvVar != "" {
+		probs = append(probs, problem{"credentials", own + "bearer_token_env_var"})
+	}
+	for _, h := range sortedKeys(s.Headers) {
+		if strings.EqualFold(h, "Authorization") {
+			probs = append(probs, problem{"credentials", own + "headers." + h})
+		}
+	}
+	for _, h := range sortedKeys(s.HeadersFromEnv) {
+		if strings.EqualFold(h, "Authorization") {
+			probs = append(probs, problem{"credentials", own + "headers_from_env." + h})
+		}
+	}
+	if s.Auth != nil && s.Auth.Grant == GrantClientCredentials {
+		probs = append(probs, problem{"credentials", "per_user needs a person per account: the client_credentials grant authenticates the gateway itself"})
+	}
+	return probs
+}
