@@ -52,6 +52,9 @@ type Server struct {
 	// Auth is how the gateway signs in to the server (OAuth); it holds no
 	// secret (client_secret_env names a variable).
 	Auth *config.ServerAuth `json:"auth,omitempty"`
+	// Credentials is "per_user" when each caller's own credential is used
+	// with the server; "" for the server's own (shared).
+	Credentials string `json:"credentials,omitempty"`
 	// The definition's restart policy; unset fields follow the settings.
 	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
 	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`
