@@ -268,12 +268,14 @@ func (fl *Flows) Start(ctx context.Context, a *Authorizer) (*Flow, error) {
 		defer fl.wg.Done()
 		defer cancel()
 		f.err = a.Reauthorize(fctx, fetcher)
+		if fl.onDoneFlow != nil {
+			// Before Done: whoever waits for the flow finds the
+			// gateway told of the new grant (old sessions gone).
+			fl.onDoneFlow(f)
+		}
 		close(f.done)
 		if fl.onDone != nil {
 			fl.onDone(f.Server, f.err)
-		}
-		if fl.onDoneFlow != nil {
-			fl.onDoneFlow(f)
 		}
 	}()
 	select {
