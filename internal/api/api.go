@@ -55,6 +55,8 @@ type Server struct {
 	// Credentials is "per_user" when each caller's own credential is used
 	// with the server; "" for the server's own (shared).
 	Credentials string `json:"credentials,omitempty"`
+	// UserSessionIdleSeconds is the definition's user_session_idle_seconds.
+	UserSessionIdleSeconds float64 `json:"user_session_idle_seconds,omitempty"`
 	// The definition's restart policy; unset fields follow the settings.
 	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
 	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`

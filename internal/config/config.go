@@ -247,6 +247,9 @@ type Server struct {
 	// (each caller's own linked account or personal credential; see
 	// docs/auth.md "Per-user credentials").
 	Credentials string `json:"credentials,omitempty" yaml:"credentials"`
+	// UserSessionIdle closes a caller's own session to a per_user server
+	// after this long without calls; zero = 5 minutes.
+	UserSessionIdle Seconds `json:"user_session_idle_seconds,omitempty" yaml:"user_session_idle_seconds"`
 	// PinDefinitions: nil or true pins the first definition seen of each
 	// tool and quarantines a tool whose definition changes until an admin
 	// approves it; false applies changes as they come.

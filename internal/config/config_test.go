@@ -199,6 +199,15 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "user_session_idle_seconds: without per_user, out of range",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    user_session_idle_seconds: 60\n" +
+				"  b:\n    transport: http\n    url: https://example.com/mcp\n    credentials: per_user\n    user_session_idle_seconds: 0.5\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.user_session_idle_seconds", Msg: "only with credentials: per_user"},
+				{Line: 10, Field: "servers.b.user_session_idle_seconds", Msg: "must be between 1 and 86400 seconds"},
+			},
+		},
+		{
 			name: "oauth: client credentials without a client, bad fields",
 			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: oauth\n      grant: client_credentials\n" +
 				"      client_metadata_url: http://gw.example.com/md.json\n      scopes: [\"a b\"]\n      issuer: idp.example.com\n      refresh_margin_seconds: -1\n      max_step_ups: 99\n",
@@ -1615,7 +1624,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		Auth:    &ServerAuth{Type: "oauth", ClientID: "c", ClientSecretEnv: "CS", Scopes: []string{"s"}, RefreshMarginSeconds: 5},
 		Pos:     map[string]Pos{"": {1, 1}},
 	}
-	s.Credentials = CredentialsPerUser
+	s.Credentials, s.UserSessionIdle = CredentialsPerUser, Seconds(time.Minute)
 	js, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)

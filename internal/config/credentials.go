@@ -17,20 +17,31 @@ const (
 	CredentialsPerUser = "per_user"
 )
 
+// userSessionIdleRange bounds user_session_idle_seconds: a second to a day.
+var userSessionIdleRange = secondsRange{1, 24 * 60 * 60}
+
 // PerUser reports whether the server uses each caller's own credentials
 // (credentials: per_user).
 func (s *Server) PerUser() bool { return s.Credentials == CredentialsPerUser }
 
 // validateCredentials checks `credentials` of a server.
 func validateCredentials(s *Server) []problem {
+	var idle []problem
+	if v := s.UserSessionIdle; v != 0 {
+		if !s.PerUser() {
+			idle = append(idle, problem{"user_session_idle_seconds", "only with credentials: per_user"})
+		} else if msg := userSessionIdleRange.check(v.Duration()); msg != "" {
+			idle = append(idle, problem{"user_session_idle_seconds", msg})
+		}
+	}
 	switch s.Credentials {
 	case "", CredentialsShared:
-		return nil
+		return idle
 	case CredentialsPerUser:
 	default:
 		return []problem{{"credentials", fmt.Sprintf("unknown value %q: must be \"shared\" or \"per_user\"", s.Credentials)}}
 	}
-	var probs []problem
+	probs := idle
 	if s.Transport == TransportStdio {
 		probs = append(probs, problem{"credentials", "per_user is not allowed for a stdio server (only for sse and http servers)"})
 	}

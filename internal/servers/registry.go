@@ -1125,7 +1125,7 @@ func (r *Registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		InsecureTransport: rec.def.InsecureTransport(),
 	}
 	if def.PerUser() {
-		v.Credentials = def.Credentials
+		v.Credentials, v.UserSessionIdleSeconds = def.Credentials, def.UserSessionIdle.Duration().Seconds()
 	}
 	switch {
 	case rec.override != nil:

@@ -19,7 +19,7 @@ import (
 // each caller's own credential (Options.UserCredential): every call goes
 // on a session of that caller's, opened with the credential, pooled per
 // caller under the server's own session and closed after
-// Options.UserSessionIdle without calls. The server's own session, which
+// user_session_idle_seconds (else Options.UserSessionIdle) without calls. The server's own session, which
 // lists its tools and hears its notifications, connects as the caller
 // who most recently linked an account (Options.DiscoveryCredential).
 //
@@ -189,7 +189,7 @@ func (s *supervisor) dropUserSessions(subject string) {
 }
 
 // runUser opens us and closes it when it has been idle for
-// Options.UserSessionIdle, when the server ends it, or when the primary
+// user_session_idle_seconds (else Options.UserSessionIdle), when the server ends it, or when the primary
 // session ends.
 func (s *supervisor) runUser(sess *session, us *userSession) {
 	defer us.cancel()
@@ -218,7 +218,11 @@ func (s *supervisor) runUser(sess *session, us *userSession) {
 	close(us.ready)
 	s.log.Debug("upstream per-user session opened", "subject", us.cred.Subject)
 
-	idle := time.NewTimer(s.opts.UserSessionIdle)
+	limit := s.opts.UserSessionIdle
+	if d := s.cfg.UserSessionIdle.Duration(); d > 0 {
+		limit = d
+	}
+	idle := time.NewTimer(limit)
 	defer idle.Stop()
 	reason := ""
 	for reason == "" {
@@ -229,9 +233,9 @@ func (s *supervisor) runUser(sess *session, us *userSession) {
 			reason = "ended by server"
 		case <-idle.C:
 			sess.peerMu.Lock()
-			switch left := s.opts.UserSessionIdle - time.Since(us.lastUsed); {
+			switch left := limit - time.Since(us.lastUsed); {
 			case us.active > 0:
-				idle.Reset(s.opts.UserSessionIdle)
+				idle.Reset(limit)
 			case left > 0:
 				idle.Reset(left)
 			default:

@@ -203,6 +203,11 @@ func (s *Set) StartAuth(ctx context.Context, server string) (api.UpstreamAuthFlo
 	if err != nil {
 		return api.UpstreamAuthFlow{}, err
 	}
+	if def, _ := s.o.Definition(server); def != nil && def.PerUser() {
+		// A grant of the server's own would never be sent.
+		return api.UpstreamAuthFlow{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q has credentials: per_user: each caller links their own account (`switchboard connect-account %s`)", server, server)}
+	}
 	if e.err != nil {
 		return api.UpstreamAuthFlow{}, e.err
 	}

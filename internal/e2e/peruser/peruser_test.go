@@ -38,6 +38,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/cli"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
 )
@@ -128,14 +129,17 @@ type protectedDemo struct {
 
 	mu     sync.Mutex
 	calls  []string // the subject of each tools/call, in order
+	seen   []string // "subject HTTP-method MCP-method" of every request, in order
 	tokens []string // every token seen, for the no-leak checks
+	// refusedTokens counts the tokens the check refused.
+	refusedTokens map[string]int
 }
 
 func (p *protectedDemo) resource() string { return p.srv.URL + "/mcp" }
 
 func startProtectedDemo(t *testing.T, issuer string) *protectedDemo {
 	t.Helper()
-	p := &protectedDemo{issuer: issuer}
+	p := &protectedDemo{issuer: issuer, refusedTokens: map[string]int{}}
 	keys := map[string]*rsa.PublicKey{}
 	var keysMu sync.Mutex
 	keyOf := func(tok *jwt.Token) (any, error) {
@@ -171,6 +175,9 @@ func startProtectedDemo(t *testing.T, issuer string) *protectedDemo {
 		_, err := jwt.ParseWithClaims(raw, claims, keyOf, jwt.WithIssuer(issuer), jwt.WithAudience(p.resource()),
 			jwt.WithValidMethods([]string{"RS256"}), jwt.WithExpirationRequired())
 		if err != nil {
+			p.mu.Lock()
+			p.refusedTokens[raw]++
+			p.mu.Unlock()
 			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
 		}
 		sub, _ := claims.GetSubject()
@@ -183,16 +190,19 @@ func startProtectedDemo(t *testing.T, issuer string) *protectedDemo {
 	server := demo.NewServer(nil)
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub := auth.TokenInfoFromContext(r.Context()).UserID
+		var msg struct{ Method string }
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			var msg struct{ Method string }
-			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-				p.mu.Lock()
-				p.calls = append(p.calls, auth.TokenInfoFromContext(r.Context()).UserID)
-				p.mu.Unlock()
-			}
+			_ = json.Unmarshal(body, &msg)
 		}
+		p.mu.Lock()
+		p.seen = append(p.seen, sub+" "+r.Method+" "+msg.Method)
+		if msg.Method == "tools/call" {
+			p.calls = append(p.calls, sub)
+		}
+		p.mu.Unlock()
 		mcpHandler.ServeHTTP(w, r)
 	})
 	mux := http.NewServeMux()
@@ -241,7 +251,7 @@ func startGateway(t *testing.T, upstreamURL string) *gateway {
 		}
 		return os.Getenv(k)
 	}
-	yaml := "auth:\n  mode: keys\nservers:\n  crm:\n    transport: http\n    url: " + upstreamURL + "\n    credentials: per_user\n    auto_start: true\n"
+	yaml := "auth:\n  mode: keys\nservers:\n  crm:\n    transport: http\n    url: " + upstreamURL + "\n    credentials: per_user\n    user_session_idle_seconds: 1\n    auto_start: true\n"
 	cfg, err := config.Parse("test.yaml", []byte(yaml), getenv)
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -415,7 +425,7 @@ func TestPerUserAccounts(t *testing.T) {
 
 	link(t, g, keyA, "alice")
 	waitConnected(t, g)
-	link(t, g, keyB, "bob")
+	linkWithCLI(t, g, keyB, "bob")
 
 	csA, csB, csC := connect(t, g, keyA, nil), connect(t, g, keyB, nil), connect(t, g, keyC, nil)
 	for i := range 3 {
@@ -430,6 +440,20 @@ func TestPerUserAccounts(t *testing.T) {
 				t.Fatalf("round %d: the upstream saw %q on %s's call", i, got, c.want)
 			}
 		}
+	}
+
+	// Pooled per caller: alice's account opened the server's own session
+	// and A's, bob's one session served all of B's calls.
+	if a, b := up.count("alice POST initialize"), up.count("bob POST initialize"); a != 2 || b != 1 {
+		t.Errorf("sessions initialized: alice %d (want 2: the server's and A's), bob %d (want 1)", a, b)
+	}
+	// Idle for user_session_idle_seconds (1): closed; the next call opens
+	// another.
+	waitFor(t, "A's and B's idle sessions to close", func() bool {
+		return up.count("alice DELETE ") == 1 && up.count("bob DELETE ") == 1
+	})
+	if _, err := callEcho(t, csA); err != nil || up.lastCall() != "alice" || up.count("alice POST initialize") != 3 {
+		t.Fatalf("A's call after the idle close: %v, seen by %q, alice sessions %d", err, up.lastCall(), up.count("alice POST initialize"))
 	}
 
 	// C linked nothing.
@@ -475,12 +499,21 @@ func TestPerUserAccounts(t *testing.T) {
 	// it (it is no token of the IdP's), so C's call fails at the
 	// upstream, not with upstream_auth_required.
 	const personal = "personal-secret-token-of-agent-c-0123456789"
-	code, raw = g.rest(t, keyC, "PUT", "/api/v1/me/accounts/crm", map[string]any{"type": "bearer", "token": personal})
-	if code != 204 {
-		t.Fatalf("storing C's personal token: %d %s", code, raw)
+	if code, out := runCLI(t, g, keyC, map[string]string{"C_TOKEN": personal}, "connect-account", "crm", "--bearer-env", "C_TOKEN"); code != 0 || !strings.Contains(out, "bearer credential is stored") {
+		t.Fatalf("storing C's personal token with the CLI: exit %d\n%s", code, out)
 	}
-	if _, err := callEcho(t, csC); err == nil || strings.Contains(err.Error(), "upstream_auth_required") && strings.Contains(err.Error(), "connect-account crm` (OAuth)") {
+	if code, raw = g.rest(t, keyA, "PUT", "/api/v1/me/accounts/crm", map[string]any{"type": "bearer", "token": "a\r\nb"}); code != 400 || strings.Contains(string(raw), "a\r\nb") {
+		t.Fatalf("a bad personal credential: %d %s", code, raw)
+	}
+	before := up.count(" POST initialize")
+	if _, err := callEcho(t, csC); err == nil || strings.Contains(err.Error(), "connect-account crm` (OAuth)") {
 		t.Fatalf("C's call with a personal token the upstream refuses: %v", err)
+	}
+	if up.count(" POST initialize") != before {
+		t.Fatal("the upstream accepted C's personal token")
+	}
+	if up.refused(personal) == 0 {
+		t.Fatal("C's personal token never reached the upstream")
 	}
 
 	// Nobody else sees a credential: the admin's list names kinds only,
@@ -498,6 +531,17 @@ func TestPerUserAccounts(t *testing.T) {
 	}
 	if _, err := callEcho(t, csC); err == nil || !strings.Contains(err.Error(), "upstream_auth_required") {
 		t.Fatalf("C's call after the admin's delete: %v", err)
+	}
+	// Registered at run time: the field is validated as the file's.
+	code, raw = g.rest(t, adminKey, "POST", "/api/v1/aggregator/servers", map[string]any{"name": "crm2", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": up.resource()}, "credentials": "per_user", "user_session_idle_seconds": 30})
+	if code != 201 || !strings.Contains(string(raw), `"credentials":"per_user"`) || !strings.Contains(string(raw), `"user_session_idle_seconds":30`) {
+		t.Fatalf("registering a per_user server: %d %s", code, raw)
+	}
+	code, raw = g.rest(t, adminKey, "POST", "/api/v1/aggregator/servers", map[string]any{"name": "crm3", "transport_type": "HTTP",
+		"connection_config": map[string]any{"url": up.resource()}, "credentials": "everyone"})
+	if code != 422 || !strings.Contains(string(raw), "servers.crm3.credentials") {
+		t.Fatalf("registering a bad credentials value: %d %s", code, raw)
 	}
 	_, audit := g.rest(t, adminKey, "GET", "/api/v1/audit", nil)
 	seen = append(seen, audit, []byte(g.logs.String()))
@@ -523,6 +567,87 @@ func TestPerUserAccounts(t *testing.T) {
 				t.Errorf("a token is in clear in place %d of %d", i, len(seen))
 			}
 		}
+	}
+}
+
+// count is how many requests the upstream saw whose "subject HTTP-method
+// MCP-method" line contains part.
+func (p *protectedDemo) count(part string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.seen {
+		if strings.Contains(s, part) {
+			n++
+		}
+	}
+	return n
+}
+
+// refused is how many times the resource server refused tok.
+func (p *protectedDemo) refused(tok string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refusedTokens[tok]
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runCLI runs the switchboard command line against g as key.
+func runCLI(t *testing.T, g *gateway, key string, env map[string]string, args ...string) (int, string) {
+	t.Helper()
+	out := &syncBuffer{}
+	code := runCLIInto(t.Context(), out, g, key, env, args...)
+	return code, out.String()
+}
+
+func runCLIInto(ctx context.Context, out *syncBuffer, g *gateway, key string, env map[string]string, args ...string) int {
+	getenv := func(k string) string {
+		switch k {
+		case "SWITCHBOARD_URL":
+			return g.url
+		case "SWITCHBOARD_API_KEY":
+			return key
+		}
+		return env[k]
+	}
+	return cli.Run(ctx, args, strings.NewReader(""), out, out, getenv)
+}
+
+// linkWithCLI is link through `switchboard connect-account crm`, which
+// prints the URL and waits for the person to sign in.
+func linkWithCLI(t *testing.T, g *gateway, key, account string) {
+	t.Helper()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- runCLIInto(t.Context(), out, g, key, nil, "connect-account", "crm") }()
+	var authURL string
+	waitFor(t, "connect-account to print the URL", func() bool {
+		for _, f := range strings.Fields(out.String()) {
+			if strings.HasPrefix(f, "http") && strings.Contains(f, "/auth?") {
+				authURL = f
+				return true
+			}
+		}
+		return false
+	})
+	browse(t, authURL, account)
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(out.String(), "crm: your account is linked") {
+			t.Fatalf("connect-account exited %d:\n%s", code, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("connect-account did not end:\n%s", out.String())
 	}
 }
 
