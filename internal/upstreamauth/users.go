@@ -61,7 +61,7 @@ func notLinked(server, subject string) *NotLinkedError {
 
 // LinkHint tells a caller how to link their account to server.
 func LinkHint(server string) string {
-	return fmt.Sprintf("link it with `switchboard connect-account %s` (OAuth), store a personal credential with `switchboard connect-account %s --bearer-env VAR` (or --basic-env, --header), or POST /api/v1/me/accounts/%s/connect", server, server, server)
+	return fmt.Sprintf("link it with `switchboard connect-account %s` (OAuth), store a personal credential with `switchboard connect-account %s --bearer-env VAR` (or --basic-user, --header), or POST /api/v1/me/accounts/%s/connect", server, server, server)
 }
 
 // static is a personal credential as sealed: a row of upstream_tokens
@@ -378,6 +378,15 @@ func (s *Set) Unlink(ctx context.Context, server, subject string) error {
 	if err := us.DeleteUpstreamToken(ctx, server, subject); err != nil {
 		return err
 	}
+	s.mu.Lock()
+	if e := s.users[FlowKey(server, subject)]; e != nil {
+		// Closed with the Set: a session may still hold it.
+		if e.a != nil {
+			s.retired = append(s.retired, e.a)
+		}
+		delete(s.users, FlowKey(server, subject))
+	}
+	s.mu.Unlock()
 	s.linked(server, subject)
 	return nil
 }

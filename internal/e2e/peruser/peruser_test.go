@@ -41,6 +41,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/cli"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
 
 func repoRoot(t *testing.T) string {
@@ -238,7 +239,9 @@ type gateway struct {
 	db   string
 }
 
-func startGateway(t *testing.T, upstreamURL string) *gateway {
+// startGateway starts a gateway in front of upstreamURL on store: a
+// PostgreSQL DSN, or "" for a new SQLite file.
+func startGateway(t *testing.T, upstreamURL, store string) *gateway {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -256,7 +259,10 @@ func startGateway(t *testing.T, upstreamURL string) *gateway {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	g := &gateway{url: "http://" + ln.Addr().String(), logs: &syncBuffer{}, db: filepath.Join(t.TempDir(), "switchboard.db")}
+	g := &gateway{url: "http://" + ln.Addr().String(), logs: &syncBuffer{}, db: store}
+	if store == "" {
+		g.db = filepath.Join(t.TempDir(), "switchboard.db")
+	}
 	cfg.Settings.Store = g.db
 	cfg.Settings.Listen = ln.Addr().String()
 	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -404,17 +410,34 @@ func link(t *testing.T, g *gateway, key, account string) {
 	}
 }
 
-// TestPerUserAccounts: users A and B link their own accounts at a real
-// IdP; the upstream sees A's subject on A's calls and B's on B's; C, who
-// linked nothing, gets upstream_auth_required naming how to link; a go-sdk
-// client declaring URL elicitation gets the authorization URL in an
-// elicitation and its call goes on once the person signed in; a personal
-// bearer token is used as stored. No token is in the logs, the API's
-// answers, the audit rows or the SQLite file.
+func TestMain(m *testing.M) { os.Exit(storetest.PostgresMain(m)) }
+
+// TestPerUserAccounts, on SQLite and on PostgreSQL: users A and B link
+// their own accounts at a real IdP (A through the API, B with
+// `switchboard connect-account`); the upstream sees A's subject on A's
+// calls and B's on B's, each on a session of their own, closed when idle;
+// C, who linked nothing, gets upstream_auth_required naming how to link,
+// audited; a go-sdk client declaring URL elicitation gets the
+// authorization URL in an elicitation and its call goes on once the
+// person signed in; a personal bearer token is sent as stored, and only
+// deleted by an admin. No token is in the logs, the API's answers, the
+// audit rows, the metrics, the SQLite files or a pg_dump.
 func TestPerUserAccounts(t *testing.T) {
 	issuer := startIdP(t)
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			dsn := ""
+			if store == "postgres" {
+				dsn = storetest.StartPostgres(t)
+			}
+			testPerUserAccounts(t, issuer, dsn)
+		})
+	}
+}
+
+func testPerUserAccounts(t *testing.T, issuer, dsn string) {
 	up := startProtectedDemo(t, issuer)
-	g := startGateway(t, up.resource())
+	g := startGateway(t, up.resource(), dsn)
 	keyA, keyB, keyC, keyD := g.newKey(t, "agent-a"), g.newKey(t, "agent-b"), g.newKey(t, "agent-c"), g.newKey(t, "agent-d")
 
 	// Nobody linked an account: the server cannot list its tools yet.
@@ -543,17 +566,31 @@ func TestPerUserAccounts(t *testing.T) {
 	if code != 422 || !strings.Contains(string(raw), "servers.crm3.credentials") {
 		t.Fatalf("registering a bad credentials value: %d %s", code, raw)
 	}
-	_, audit := g.rest(t, adminKey, "GET", "/api/v1/audit", nil)
+	code, audit := g.rest(t, adminKey, "GET", "/api/v1/audit", nil)
+	if code != 200 {
+		t.Fatalf("audit: %d", code)
+	}
 	seen = append(seen, audit, []byte(g.logs.String()))
-	_, metrics := g.rest(t, adminKey, "GET", "/metrics", nil)
+	code, metrics := g.rest(t, adminKey, "GET", "/metrics", nil)
+	if code != 200 {
+		t.Fatalf("metrics: %d", code)
+	}
 	seen = append(seen, metrics)
-	dbFiles, _ := filepath.Glob(g.db + "*")
-	for _, f := range dbFiles {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
+	if dsn == "" {
+		dbFiles, _ := filepath.Glob(g.db + "*")
+		for _, f := range dbFiles {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen = append(seen, b)
 		}
-		seen = append(seen, b)
+	} else {
+		dump := pgDump(t, dsn)
+		if !bytes.Contains(dump, []byte("upstream_tokens")) || !bytes.Contains(dump, []byte("agent-a")) {
+			t.Fatal("the dump holds no per-user grant: was it stored at all?")
+		}
+		seen = append(seen, dump)
 	}
 	up.mu.Lock()
 	tokens := append([]string{personal}, up.tokens...)
@@ -649,6 +686,32 @@ func linkWithCLI(t *testing.T, g *gateway, key, account string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("connect-account did not end:\n%s", out.String())
 	}
+}
+
+// pgDump dumps the database of dsn as plain SQL with the pg_dump of the
+// binaries storetest runs the server with.
+func pgDump(t *testing.T, dsn string) []byte {
+	t.Helper()
+	var candidates []string
+	if dir := os.Getenv(storetest.PostgresBinEnv); dir != "" {
+		candidates = append(candidates, filepath.Join(dir, "pg_dump"))
+	}
+	candidates = append(candidates, "/usr/lib/postgresql/15/bin/pg_dump")
+	if p, err := exec.LookPath("pg_dump"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, bin := range candidates {
+		if _, err := os.Stat(bin); err != nil {
+			continue
+		}
+		out, err := exec.CommandContext(t.Context(), bin, "--dbname="+dsn, "--no-owner").Output()
+		if err != nil {
+			t.Fatalf("%s: %v", bin, err)
+		}
+		return out
+	}
+	t.Fatalf("pg_dump not found (looked in %v)", candidates)
+	return nil
 }
 
 // waitConnected waits for crm to list its tools.
