@@ -76,19 +76,22 @@ func validateStatic(c api.PersonalCredential) error {
 	bad := func(format string, args ...any) error {
 		return &api.Error{Status: http.StatusBadRequest, Code: api.CodeValidation, Message: fmt.Sprintf(format, args...)}
 	}
-	ctl := func(s string) bool { return strings.ContainsAny(s, "\r\n\x00") }
+	// Control characters would break the header (CR, LF: inject another).
+	ctl := func(s string) bool {
+		return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	}
 	switch c.Type {
 	case api.CredentialBearer:
 		if c.Token == "" || ctl(c.Token) || c.Username+c.Password+c.Header+c.Value != "" {
-			return bad("type bearer takes token only, without line breaks")
+			return bad("type bearer takes token only, without control characters")
 		}
 	case api.CredentialBasic:
 		if c.Username == "" || strings.Contains(c.Username, ":") || ctl(c.Username) || ctl(c.Password) || c.Token+c.Header+c.Value != "" {
-			return bad("type basic takes username (without ':') and password only, without line breaks")
+			return bad("type basic takes username (without ':') and password only, without control characters")
 		}
 	case api.CredentialHeader:
 		if !validHeader(c.Header) || c.Value == "" || ctl(c.Value) || c.Token+c.Username+c.Password != "" {
-			return bad("type header takes header (a header name) and value only, without line breaks")
+			return bad("type header takes header (a header name) and value only, without control characters")
 		}
 		switch http.CanonicalHeaderKey(c.Header) {
 		case "Host", "Content-Length", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name":

@@ -143,3 +143,45 @@ func TestPersonalCredentials(t *testing.T) {
 		t.Errorf("StartAuth on a per_user server: %v", err)
 	}
 }
+
+// FuzzPersonalCredential: whatever a caller sends as a personal
+// credential, it is refused with a message that does not echo its secret
+// parts, or it is sent as headers with a valid name and no line break or
+// NUL in the value (no header injection upstream).
+func FuzzPersonalCredential(f *testing.F) {
+	f.Add("bearer", "tok", "", "", "", "")
+	f.Add("basic", "", "bob", "pw", "", "")
+	f.Add("header", "", "", "", "X-API-Key", "v")
+	f.Add("header", "", "", "", "X-A\r\nB", "v\n")
+	f.Add("bearer", "a\r\nX-Evil: 1", "", "", "", "")
+	f.Fuzz(func(t *testing.T, typ, token, user, pass, header, value string) {
+		def := &config.Server{Name: "crm", Transport: "http", URL: "https://crm.example/mcp", Credentials: config.CredentialsPerUser}
+		set := upstreamauth.NewSet(upstreamauth.SetOptions{
+			PublicURL:  "https://gw.example",
+			Authorizer: upstreamauth.Options{Keyring: testKeyring(t), Store: upstreamauth.NewMemoryStore()},
+			Definition: func(string) (*config.Server, error) { return def, nil },
+		})
+		defer set.Close()
+		c := api.PersonalCredential{Type: typ, Token: token, Username: user, Password: pass, Header: header, Value: value}
+		if err := set.PutPersonalCredential(t.Context(), "crm", "alice", c); err != nil {
+			for _, secret := range []string{token, pass, value} {
+				if len(secret) >= 4 && strings.Contains(err.Error(), secret) {
+					t.Fatalf("the refusal %q echoes a secret", err)
+				}
+			}
+			return
+		}
+		got, err := set.UserCredential(t.Context(), def, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Headers) != 1 {
+			t.Fatalf("headers %v", got.Headers)
+		}
+		for k, v := range got.Headers {
+			if k == "" || strings.ContainsAny(k, " \t\r\n:\x00") || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				t.Fatalf("header %q: %q would inject", k, v)
+			}
+		}
+	})
+}
