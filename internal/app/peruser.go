@@ -101,8 +101,12 @@ func (a *App) elicitLink(ctx context.Context, peer upstream.Peer, server, subjec
 	if err != nil {
 		return fmt.Errorf("the client did not take the authorization URL: %w", err)
 	}
-	if res.Action != "accept" {
-		return fmt.Errorf("the authorization URL was %sed", res.Action)
+	switch res.Action {
+	case "accept":
+	case "decline":
+		return errors.New("you declined to open the authorization URL")
+	default:
+		return fmt.Errorf("the authorization URL was not opened (%s)", res.Action)
 	}
 	if err := f.Wait(ctx); err != nil {
 		return fmt.Errorf("the authorization of your account did not finish: %w", err)

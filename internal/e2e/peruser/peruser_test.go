@@ -518,6 +518,19 @@ func testPerUserAccounts(t *testing.T, issuer, dsn string) {
 		t.Fatalf("the upstream saw %q on D's call", got)
 	}
 
+	// E's client declines: the call fails with upstream_auth_required,
+	// saying so.
+	keyE := g.newKey(t, "agent-e")
+	csE := connect(t, g, keyE, &mcp.ClientOptions{
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "decline"}, nil
+		},
+	})
+	if _, err := callEcho(t, csE); err == nil || !strings.Contains(err.Error(), "upstream_auth_required") || !strings.Contains(err.Error(), "declined") {
+		t.Fatalf("E's call after declining: %v", err)
+	}
+
 	// A personal bearer token replaces C's nothing; the upstream refuses
 	// it (it is no token of the IdP's), so C's call fails at the
 	// upstream, not with upstream_auth_required.
