@@ -67,15 +67,30 @@ func (a *App) discoveryCredential(ctx context.Context, srv *config.Server) (upst
 }
 
 // userLinked is upstreamauth.SetOptions.OnUserLinked: the caller's pooled
-// sessions go (their next call uses the new credential), and a server that
-// waited for its first account connects.
+// sessions go (their next call uses the new credential), a server that
+// waited for its first account connects, and a server whose own session
+// went as this caller's account reconnects, as the account now most
+// recently linked (the caller may have unlinked it).
 func (a *App) userLinked(server, subject string) {
 	if a.ups == nil {
 		return
 	}
 	a.ups.DropUserSessions(server, subject)
-	if st, err := a.ups.Status(server); err == nil && st.State != upstream.StateConnected && st.State != upstream.StateDegraded {
+	st, err := a.ups.Status(server)
+	switch {
+	case err != nil:
+	case st.State != upstream.StateConnected && st.State != upstream.StateDegraded:
 		_, _ = a.reg.Connect(a.ctx, server, false)
+	case a.upAuth.DiscoverySubject(server) == subject:
+		a.group.Go(func() error {
+			a.logger.Info("per-user server reconnects: the account its own session used changed", "server", server, "subject", subject)
+			if _, _, err := a.reg.Disconnect(a.ctx, server); err != nil {
+				a.logger.Warn("per-user server reconnect", "server", server, "error", err)
+				return nil
+			}
+			_, _ = a.reg.Connect(a.ctx, server, false)
+			return nil
+		})
 	}
 }
 

@@ -59,6 +59,9 @@ type Set struct {
 	retired []*Authorizer     // replaced by a changed definition; closed by Close
 	urls    map[string]string // the authorization URL of each server's last flow
 	users   map[string]*entry // callers' Authorizers, by FlowKey
+	// discovery is, by server, whose account the server's own session of
+	// a per_user server connected with.
+	discovery map[string]string
 }
 
 // entry is the Authorizer of one server and the definition it was made for.

@@ -258,11 +258,25 @@ func (s *Set) DiscoveryCredential(ctx context.Context, def *config.Server) (Cred
 			continue
 		}
 		if c, err := s.credentialOf(def, row); err == nil {
+			s.mu.Lock()
+			if s.discovery == nil {
+				s.discovery = map[string]string{}
+			}
+			s.discovery[def.Name] = c.Subject
+			s.mu.Unlock()
 			return c, nil
 		}
 	}
 	return Credential{}, &NotLinkedError{Server: def.Name,
 		Reason: "no user has linked an account yet, so the server's tools cannot be listed: " + LinkHint(def.Name)}
+}
+
+// DiscoverySubject is whose account the server's own session last
+// connected with ([Set.DiscoveryCredential]); "" before it did.
+func (s *Set) DiscoverySubject(server string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.discovery[server]
 }
 
 var _ api.UserAccounts = (*Set)(nil)

@@ -568,6 +568,21 @@ func testPerUserAccounts(t *testing.T, issuer, dsn string) {
 	if _, err := callEcho(t, csC); err == nil || !strings.Contains(err.Error(), "upstream_auth_required") {
 		t.Fatalf("C's call after the admin's delete: %v", err)
 	}
+	// A unlinks the account the server's own session went as: the server
+	// reconnects as the newest linked one (dave's); A is refused, B served.
+	daveSessions := up.count("dave POST initialize")
+	if code, raw = g.rest(t, keyA, "DELETE", "/api/v1/me/accounts/crm", nil); code != 204 {
+		t.Fatalf("A's unlink: %d %s", code, raw)
+	}
+	waitFor(t, "crm to reconnect as dave", func() bool { return up.count("dave POST initialize") > daveSessions })
+	waitConnected(t, g)
+	if _, err := callEcho(t, csA); err == nil || !strings.Contains(err.Error(), "upstream_auth_required") {
+		t.Fatalf("A's call after unlinking: %v", err)
+	}
+	if _, err := callEcho(t, csB); err != nil || up.lastCall() != "bob" {
+		t.Fatalf("B's call after the reconnect: %v (seen by %q)", err, up.lastCall())
+	}
+
 	// Registered at run time: the field is validated as the file's.
 	code, raw = g.rest(t, adminKey, "POST", "/api/v1/aggregator/servers", map[string]any{"name": "crm2", "transport_type": "HTTP",
 		"connection_config": map[string]any{"url": up.resource()}, "credentials": "per_user", "user_session_idle_seconds": 30})
