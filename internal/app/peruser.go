@@ -60,6 +60,11 @@ func (a *App) userCredential(ctx context.Context, srv *config.Server) (upstream.
 // discoveryCredential is upstream.Options.DiscoveryCredential.
 func (a *App) discoveryCredential(ctx context.Context, srv *config.Server) (upstream.UserCredential, error) {
 	c, err := a.upAuth.DiscoveryCredential(ctx, srv)
+	var nl *upstreamauth.NotLinkedError
+	if errors.As(err, &nl) {
+		// The server's status says why, in the reason alone.
+		return upstream.UserCredential{}, &upstream.UserAuthRequiredError{Server: srv.Name, Reason: nl.Reason}
+	}
 	if err != nil {
 		return upstream.UserCredential{}, err
 	}
