@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/config"
@@ -184,4 +185,64 @@ func FuzzPersonalCredential(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCallersGrantsApart: the Authorizers of two callers and of the server
+// itself, on one store, hold three grants: each its own tokens, each
+// refreshed on its own (one caller's refresh leaves the others' rows
+// alone), and a caller without a grant is told to run connect-account.
+func TestCallersGrantsApart(t *testing.T) {
+	as := newFakeAS(t)
+	as.expiresIn = 20
+	rs := newResourceServer(t, as)
+	cb := newCallbackServer(t)
+	clk := newClock()
+	start := clk.Now()
+	mem := upstreamauth.NewMemoryStore()
+	kr := testKeyring(t)
+	authz := map[string]*upstreamauth.Authorizer{}
+	tokens := map[string]string{}
+	for _, subject := range []string{"", "alice", "bob"} {
+		a := newAuthorizer(t, rs.URL(), upstreamauth.Spec{RefreshMargin: 5 * time.Second},
+			&upstreamauth.Options{RedirectURL: cb.redirect, Now: clk.Now, Store: mem, Keyring: kr, Subject: subject})
+		if err := a.Reauthorize(t.Context(), cb.fetcher()); err != nil {
+			t.Fatalf("%q: %v", subject, err)
+		}
+		tok, err := a.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		authz[subject], tokens[subject] = a, tok.AccessToken
+	}
+	if tokens[""] == tokens["alice"] || tokens["alice"] == tokens["bob"] {
+		t.Fatalf("the grants share tokens: %v", tokens)
+	}
+	rows, err := mem.UserUpstreamTokens(t.Context(), "srv", "")
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("the callers' rows: %d, %v", len(rows), err)
+	}
+	version := func(subject string) int64 {
+		row, err := mem.UpstreamToken(t.Context(), "srv", subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return row.Version
+	}
+	before := map[string]int64{"": version(""), "alice": version("alice"), "bob": version("bob")}
+
+	// 16 s on, within the margin: alice's Token refreshes alice's grant only.
+	clk.set(start, 16*time.Second)
+	tok, err := authz["alice"].Token()
+	if err != nil || tok.AccessToken == tokens["alice"] {
+		t.Fatalf("alice's token after the margin: %v (same: %v)", err, tok != nil && tok.AccessToken == tokens["alice"])
+	}
+	if version("alice") != before["alice"]+1 || version("bob") != before["bob"] || version("") != before[""] {
+		t.Errorf("versions after alice's refresh: %d %d %d, before %v", version(""), version("alice"), version("bob"), before)
+	}
+
+	// A caller who never linked.
+	carol := newAuthorizer(t, rs.URL(), upstreamauth.Spec{}, &upstreamauth.Options{RedirectURL: cb.redirect, Store: mem, Keyring: kr, Subject: "carol"})
+	if _, err := carol.Token(); !upstreamauth.IsNeedsAuth(err) || !strings.Contains(err.Error(), "switchboard connect-account srv") {
+		t.Errorf("carol's token: %v, want NeedsAuth naming connect-account", err)
+	}
 }
