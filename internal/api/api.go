@@ -52,6 +52,11 @@ type Server struct {
 	// Auth is how the gateway signs in to the server (OAuth); it holds no
 	// secret (client_secret_env names a variable).
 	Auth *config.ServerAuth `json:"auth,omitempty"`
+	// Credentials is "per_user" when each caller's own credential is used
+	// with the server; "" for the server's own (shared).
+	Credentials string `json:"credentials,omitempty"`
+	// UserSessionIdleSeconds is the definition's user_session_idle_seconds.
+	UserSessionIdleSeconds float64 `json:"user_session_idle_seconds,omitempty"`
 	// The definition's restart policy; unset fields follow the settings.
 	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
 	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`

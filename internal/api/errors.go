@@ -71,6 +71,7 @@ var statusOf = map[invoke.Code]int{
 	invoke.CodeOutcomeUnknown:        http.StatusBadGateway,
 	invoke.CodeResultTooLarge:        http.StatusBadGateway,
 	invoke.CodeApprovalRequired:      http.StatusForbidden,
+	invoke.CodeUpstreamAuthRequired:  http.StatusForbidden,
 }
 
 // sentinels maps the dependencies' sentinel errors (matched with errors.Is,

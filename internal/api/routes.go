@@ -27,6 +27,14 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/capabilities", h.authed(h.serverCapabilities))
 	mux.Handle("GET /api/v1/aggregator/servers/{id}/logs", h.admin(h.serverLogs))
 	mux.Handle("GET /api/v1/whoami", h.authed(h.whoami))
+	// Per-user credentials (credentials: per_user): each caller's own.
+	mux.Handle("GET /api/v1/me/accounts", h.authed(h.myAccounts))
+	mux.Handle("POST /api/v1/me/accounts/{server}/connect", h.authed(h.myAccount("connect")))
+	mux.Handle("GET /api/v1/me/accounts/{server}", h.authed(h.myAccount("status")))
+	mux.Handle("PUT /api/v1/me/accounts/{server}", h.authed(h.myAccount("put")))
+	mux.Handle("DELETE /api/v1/me/accounts/{server}", h.authed(h.myAccount("delete")))
+	mux.Handle("GET /api/v1/aggregator/servers/{id}/accounts", h.admin(h.serverAccounts))
+	mux.Handle("DELETE /api/v1/aggregator/servers/{id}/accounts/{subject}", h.admin(h.deleteServerAccount))
 	mux.Handle("GET /api/v1/cluster", h.admin(h.clusterView))
 
 	mux.Handle("GET /api/v1/events", h.admin(h.streamEvents))

@@ -70,6 +70,12 @@ type registerRequest struct {
 	// (servers.NAME.auth of the config file; client_secret_env names an
 	// environment variable of the gateway, never a value).
 	Auth *config.ServerAuth `json:"auth"`
+	// Credentials "per_user" makes each caller use its own account or
+	// personal credential with the server (config's credentials).
+	Credentials string `json:"credentials"`
+	// UserSessionIdleSeconds closes a caller's own session to a per_user
+	// server after this long without calls (user_session_idle_seconds).
+	UserSessionIdleSeconds float64 `json:"user_session_idle_seconds"`
 	// The restart policy; left out, the settings' defaults apply.
 	RestartOnFailure      *bool   `json:"restart_on_failure"`
 	MaxRestartAttempts    *int    `json:"max_restart_attempts"`
@@ -160,6 +166,8 @@ func serverDef(req registerRequest) *config.Server {
 		DefaultAccess:      req.DefaultAccess,
 		PinDefinitions:     req.PinDefinitions,
 		Auth:               req.Auth,
+		Credentials:        req.Credentials,
+		UserSessionIdle:    config.Seconds(time.Duration(req.UserSessionIdleSeconds * float64(time.Second))),
 		RestartOnFailure:   req.RestartOnFailure,
 		MaxRestartAttempts: req.MaxRestartAttempts,
 		StartupTimeout:     config.Seconds(time.Duration(req.StartupTimeoutSeconds * float64(time.Second))),

@@ -610,3 +610,31 @@ func (c *Client) OAuthGrants(ctx context.Context, q OAuthGrantQuery) (api.OAuthG
 func (c *Client) RevokeOAuthGrant(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/api/v1/oauth/grants/"+esc(id), nil, nil, nil)
 }
+
+// StartAccountLink starts the OAuth linking of the caller's own account on
+// a per_user server (POST /api/v1/me/accounts/{server}/connect).
+func (c *Client) StartAccountLink(ctx context.Context, server string) (api.UpstreamAuthFlow, error) {
+	var out api.UpstreamAuthFlow
+	err := c.do(ctx, "POST", "/api/v1/me/accounts/"+esc(server)+"/connect", nil, nil, &out)
+	return out, err
+}
+
+// AccountLink is the caller's last linking flow on server and what is
+// linked (GET /api/v1/me/accounts/{server}); never a credential.
+func (c *Client) AccountLink(ctx context.Context, server string) (api.UpstreamAuthFlow, error) {
+	var out api.UpstreamAuthFlow
+	err := c.do(ctx, "GET", "/api/v1/me/accounts/"+esc(server), nil, nil, &out)
+	return out, err
+}
+
+// PutPersonalCredential stores the caller's own static credential for a
+// per_user server (PUT /api/v1/me/accounts/{server}).
+func (c *Client) PutPersonalCredential(ctx context.Context, server string, cred api.PersonalCredential) error {
+	return c.do(ctx, "PUT", "/api/v1/me/accounts/"+esc(server), nil, cred, nil)
+}
+
+// UnlinkAccount forgets what the caller linked for server (DELETE
+// /api/v1/me/accounts/{server}).
+func (c *Client) UnlinkAccount(ctx context.Context, server string) error {
+	return c.do(ctx, "DELETE", "/api/v1/me/accounts/"+esc(server), nil, nil, nil)
+}

@@ -204,9 +204,11 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 		pins = pinning.New(db, &pinning.Options{Logger: log, Events: a.events, Audit: func(r audit.Record) { recorder.Record(r) }})
 	}
 	a.upAuth = upstreamauth.NewSet(upstreamauth.SetOptions{PublicURL: upstreamauth.PublicURL(cfg, a.scheme(), listen), Definition: func(n string) (*config.Server, error) { return a.ups.Config(n) },
-		Authorizer: upstreamauth.Options{Store: db, Keyring: keys, HTTPClient: guard.Client(30 * time.Second), Logger: log}, OnAuthorized: func(n string) { _, _ = a.reg.Connect(bg, n, false) }})
+		Authorizer: upstreamauth.Options{Store: db, Keyring: keys, HTTPClient: guard.Client(30 * time.Second), Logger: log}, OnAuthorized: func(n string) { _, _ = a.reg.Connect(bg, n, false) },
+		OnUserLinked: a.userLinked})
 	uo := &upstream.Options{
 		Logger: log, OAuth: a.upAuth.For,
+		UserCredential: a.userCredential, DiscoveryCredential: a.discoveryCredential,
 		SelfExecutable: o.SelfExecutable,
 		Getenv:         o.Getenv,
 		Implementation: &mcp.Implementation{Name: "switchboard", Version: o.Version},

@@ -102,7 +102,7 @@ Exit status:
 		newStatus(e), newServers(e), newLifecycle(e, "start"), newLifecycle(e, "stop"), newLifecycle(e, "restart"),
 		newLifecycle(e, "discover"), newTools(e), newSearch(e), newCall(e), newGrant(e), newRevoke(e), newPolicies(e),
 		newKeys(e), newOAuth(e), newAudit(e), newBreakers(e), newEscalations(e), newApprovals(e), newConfigCmd(e), newCheck(e),
-		newImport(e), newConnect(e))
+		newImport(e), newConnect(e), newConnectAccount(e))
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

@@ -27,7 +27,7 @@ func TestHelpGolden(t *testing.T) {
 		{"config", "validate", "--help"}, {"check", "--help"}, {"tools", "quarantined", "--help"}, {"tools", "approve", "--help"},
 		{"keys", "create", "--help"}, {"grant", "--help"}, {"escalations", "--help"}, {"approvals", "--help"},
 		{"import", "--help"}, {"connect", "--help"}, {"oauth", "--help"}, {"oauth", "clients", "--help"}, {"oauth", "grants", "--help"},
-		{"servers", "probe", "--help"}, {"servers", "auth", "--help"}} {
+		{"servers", "probe", "--help"}, {"servers", "auth", "--help"}, {"connect-account", "--help"}} {
 		name := strings.Join(args, "_")
 		t.Run(name, func(t *testing.T) {
 			code, out, _ := run(t, args...)

@@ -242,6 +242,14 @@ type Server struct {
 	// Auth makes the gateway the server's OAuth client; nil = none.
 	Auth          *ServerAuth `json:"auth,omitempty" yaml:"auth,omitempty"`
 	DefaultAccess string      `json:"default_access,omitempty" yaml:"default_access"` // "allow" (default) | "deny"
+	// Credentials is whose credentials the gateway uses with the server:
+	// "" or "shared" (the server's own: headers, auth) or "per_user"
+	// (each caller's own linked account or personal credential; see
+	// docs/auth.md "Per-user credentials").
+	Credentials string `json:"credentials,omitempty" yaml:"credentials"`
+	// UserSessionIdle closes a caller's own session to a per_user server
+	// after this long without calls; zero = 5 minutes.
+	UserSessionIdle Seconds `json:"user_session_idle_seconds,omitempty" yaml:"user_session_idle_seconds"`
 	// PinDefinitions: nil or true pins the first definition seen of each
 	// tool and quarantines a tool whose definition changes until an admin
 	// approves it; false applies changes as they come.

@@ -185,6 +185,29 @@ func TestParseErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "credentials: unknown value, per_user on stdio, with a shared Authorization, with client credentials",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    credentials: mine\n" +
+				"  b:\n    transport: stdio\n    command: x\n    credentials: per_user\n" +
+				"  c:\n    transport: http\n    url: https://example.com/mcp\n    headers: {Authorization: Basic x}\n    credentials: per_user\n" +
+				"  d:\n    transport: http\n    url: https://example.com/mcp\n    credentials: per_user\n    auth: {type: oauth, grant: client_credentials, client_id: c, client_secret_env: S}\n",
+			env: map[string]string{"S": "s"},
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.credentials", Msg: `unknown value "mine": must be "shared" or "per_user"`},
+				{Line: 9, Field: "servers.b.credentials", Msg: "not allowed for a stdio server"},
+				{Line: 14, Field: "servers.c.credentials", Msg: "remove headers.Authorization"},
+				{Line: 18, Field: "servers.d.credentials", Msg: "client_credentials grant authenticates the gateway itself"},
+			},
+		},
+		{
+			name: "user_session_idle_seconds: without per_user, out of range",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    user_session_idle_seconds: 60\n" +
+				"  b:\n    transport: http\n    url: https://example.com/mcp\n    credentials: per_user\n    user_session_idle_seconds: 0.5\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.user_session_idle_seconds", Msg: "only with credentials: per_user"},
+				{Line: 10, Field: "servers.b.user_session_idle_seconds", Msg: "must be between 1 and 86400 seconds"},
+			},
+		},
+		{
 			name: "oauth: client credentials without a client, bad fields",
 			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth:\n      type: oauth\n      grant: client_credentials\n" +
 				"      client_metadata_url: http://gw.example.com/md.json\n      scopes: [\"a b\"]\n      issuer: idp.example.com\n      refresh_margin_seconds: -1\n      max_step_ups: 99\n",
@@ -1601,6 +1624,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		Auth:    &ServerAuth{Type: "oauth", ClientID: "c", ClientSecretEnv: "CS", Scopes: []string{"s"}, RefreshMarginSeconds: 5},
 		Pos:     map[string]Pos{"": {1, 1}},
 	}
+	s.Credentials, s.UserSessionIdle = CredentialsPerUser, Seconds(time.Minute)
 	js, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)

@@ -53,6 +53,11 @@ const (
 	// request); Error.ApprovalID names it. The caller retries with the same
 	// arguments once an admin approved it (403).
 	CodeApprovalRequired Code = "approval_required"
+	// CodeUpstreamAuthRequired: the server uses each caller's own
+	// credentials (credentials: per_user) and the caller has linked none
+	// that works; the message says how to link one. The call did not reach
+	// the server (403).
+	CodeUpstreamAuthRequired Code = "upstream_auth_required"
 )
 
 // Error is a failed call, classified. It wraps the underlying cause so that

@@ -457,7 +457,10 @@ func (p *Pipeline) classify(ctx context.Context, server, op string, err error) e
 	var unavail *upstream.UnavailableError
 	var rpcErr *jsonrpc.Error
 	var tooLarge *upstream.ResultTooLargeError
+	var userAuth *upstream.UserAuthRequiredError
 	switch {
+	case errors.As(err, &userAuth):
+		return &Error{Code: CodeUpstreamAuthRequired, Server: server, Message: userAuth.Error(), Err: err}
 	case errors.As(err, &unavail):
 		return &Error{Code: CodeServerUnavailable, Server: unavail.Server, Status: string(unavail.State),
 			Message: unavail.Error(), Err: err}

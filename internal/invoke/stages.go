@@ -550,7 +550,8 @@ func breakerIgnores(ctx context.Context, err error) bool {
 		return true
 	}
 	var u *upstream.UnavailableError
-	return errors.As(err, &u) && !u.Sent
+	var ua *upstream.UserAuthRequiredError
+	return errors.As(err, &u) && !u.Sent || errors.As(err, &ua)
 }
 
 // breakerFailure reports whether err says the tool is unwell: transport

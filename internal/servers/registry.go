@@ -1124,6 +1124,9 @@ func (r *Registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		// rec.def, not the redacted copy: redaction may rewrite the URL.
 		InsecureTransport: rec.def.InsecureTransport(),
 	}
+	if def.PerUser() {
+		v.Credentials, v.UserSessionIdleSeconds = def.Credentials, def.UserSessionIdle.Duration().Seconds()
+	}
 	switch {
 	case rec.override != nil:
 		v.DefaultAccessSource, v.FileDefaultAccess = "override", def.DefaultAccess

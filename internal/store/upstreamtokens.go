@@ -184,3 +184,33 @@ func nanosOrZero(t time.Time) int64 {
 	}
 	return toNanos(t)
 }
+
+// UserUpstreamTokens lists the grants of callers (subject not "") of
+// server, or of every server when server is "", for subject, or for every
+// caller when subject is "": the credentials linked under `credentials:
+// per_user`. The newest comes first.
+func (db *DB) UserUpstreamTokens(ctx context.Context, server, subject string) ([]UpstreamToken, error) {
+	rows, err := db.reader().QueryContext(ctx, `SELECT `+upstreamTokenColumns+` FROM upstream_tokens
+		WHERE subject <> '' AND ($1 = '' OR server = $1) AND ($2 = '' OR subject = $2)
+		ORDER BY updated_at DESC, server, subject`, server, subject)
+	if err != nil {
+		return nil, fmt.Errorf("listing the upstream tokens of callers: %w", err)
+	}
+	defer rows.Close()
+	var out []UpstreamToken
+	for rows.Next() {
+		var t UpstreamToken
+		var expires, leaseUntil, updated int64
+		if err := rows.Scan(&t.Server, &t.Subject, &t.Sealed, &expires, &t.Problem, &t.Version, &t.LeaseOwner, &leaseUntil, &updated); err != nil {
+			return nil, fmt.Errorf("listing the upstream tokens of callers: %w", err)
+		}
+		t.ExpiresAt = zeroTime(sql.NullInt64{Int64: expires, Valid: expires != 0})
+		t.LeaseUntil = zeroTime(sql.NullInt64{Int64: leaseUntil, Valid: leaseUntil != 0})
+		t.UpdatedAt = fromNanos(updated)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing the upstream tokens of callers: %w", err)
+	}
+	return out, nil
+}

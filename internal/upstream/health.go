@@ -207,7 +207,7 @@ func callFailed(ctx context.Context, err error) bool {
 	if err == nil {
 		return false
 	}
-	if errors.Is(ctx.Err(), context.Canceled) || IsResultTooLarge(err) {
+	if errors.Is(ctx.Err(), context.Canceled) || IsResultTooLarge(err) || isUserAuthRequired(err) {
 		return false
 	}
 	var rpcErr *jsonrpc.Error

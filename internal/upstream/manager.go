@@ -55,6 +55,9 @@ func NewManager(opts *Options) *Manager {
 	if o.PeerSessionIdle <= 0 {
 		o.PeerSessionIdle = 5 * time.Minute
 	}
+	if o.UserSessionIdle <= 0 {
+		o.UserSessionIdle = o.PeerSessionIdle
+	}
 	r := &o.Restart
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 5

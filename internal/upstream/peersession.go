@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"time"
@@ -327,11 +328,27 @@ func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSes
 // httpTransport builds an sse/http transport whose streams live as long as
 // lifetime and relay through r, and the redactor of its settings.
 func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Transport, *redactor, error) {
+	if s.cfg.PerUser() {
+		// The server's own session (the tool list) goes as a caller who
+		// linked an account (peruser.go).
+		cred := s.discoveryCredential(lifetime)
+		return s.httpTransportAs(lifetime, r, &cred)
+	}
+	return s.httpTransportAs(lifetime, r, nil)
+}
+
+// httpTransportAs is httpTransport sending cred, when not nil, instead of
+// the server's own OAuth handler, and its headers besides the configured
+// ones.
+func (s *supervisor) httpTransportAs(lifetime context.Context, r *router, cred *UserCredential) (mcp.Transport, *redactor, error) {
 	u, err := url.Parse(s.cfg.URL)
 	if err != nil || u.Host == "" {
 		return nil, nil, errors.New("invalid url") // url.Parse's message would repeat the URL, credentials included
 	}
 	headers := s.cfg.ResolvedHeaders()
+	if cred != nil {
+		maps.Copy(headers, cred.Headers)
+	}
 	red := newRedactor(u, s.cfg.URL, headers)
 	client := *httpClient(s.opts.HTTPClient, u, headers)
 	base := client.Transport
@@ -347,7 +364,10 @@ func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Tra
 		client.Transport = &traceTransport{base: client.Transport}
 	}
 	var oauth auth.OAuthHandler
-	if s.opts.OAuth != nil {
+	switch {
+	case cred != nil:
+		oauth = cred.OAuth
+	case s.opts.OAuth != nil:
 		oauth = s.opts.OAuth(s.cfg)
 	}
 	var inner mcp.Transport

@@ -121,7 +121,14 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 
 	r, cs, lifetime := sess.router, sess.cs, sess.ctx
 	var ps *peerSession
-	if st.perPeer && s.ownSession(sess, peer) {
+	var us *userSession // per_user: the caller's own session (peruser.go)
+	if s.cfg.PerUser() && !spec.shared {
+		var err error
+		if us, err = s.acquireUser(ctx, sess); err != nil {
+			return zero, err, stepDone
+		}
+		r, cs, lifetime = us.router, us.cs, us.ctx
+	} else if st.perPeer && s.ownSession(sess, peer) {
 		var err error
 		switch ps, err = s.acquirePeer(ctx, sess, peer); {
 		case errors.Is(err, errNoClassic):
@@ -162,6 +169,9 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 		res, err = runOn(ctx, lifetime, cs, meta, call)
 	}
 	end()
+	if us != nil {
+		s.releaseUser(sess, us)
+	}
 	if ps != nil {
 		s.releasePeer(sess, ps)
 	} else if spec.method == "logging/setLevel" {
@@ -172,6 +182,20 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 	}
 	if ctx.Err() != nil {
 		return zero, failed(err), stepDone
+	}
+	if us != nil {
+		if e := s.userError(us.cred.Subject, err); e != err {
+			// The caller's own grant was refused: theirs to fix, not
+			// the server's state.
+			s.dropUser(sess, us)
+			return zero, e, stepDone
+		}
+		if errors.Is(err, mcp.ErrSessionMissing) && !st.redone {
+			st.redone = true
+			s.dropUser(sess, us)
+			return zero, err, stepRetry
+		}
+		return zero, &relayError{msg: fmt.Sprintf("%s on server %q: %s", spec.op(), server, us.redact.Error(err)), err: err, sent: sent}, stepDone
 	}
 	if reason := authReason(err); reason != "" {
 		// The grant is missing or refused: the server needs an operator,

@@ -164,6 +164,9 @@ type session struct {
 	// session; classic clients' calls use this session (ownSession).
 	noClassic atomic.Bool
 	peerWG    sync.WaitGroup // one per per-peer session goroutine
+	// users are the per-caller sessions of a per_user server (peruser.go),
+	// by credential; guarded by peerMu, closed with the per-peer ones.
+	users map[string]*userSession
 }
 
 func newSession(parent context.Context) *session {

@@ -368,6 +368,19 @@ type Options struct {
 	// server (the primary one and those per peer) shares the handler. An
 	// [AuthRequired] error from it puts the server in NEEDS_AUTH.
 	OAuth func(srv *config.Server) auth.OAuthHandler
+	// UserCredential, if set, returns the credential of the caller in ctx
+	// for a server with `credentials: per_user`: every call to such a
+	// server goes on a session of that caller's own, opened with it. Its
+	// error fails the call as it is (a [*UserAuthRequiredError] when the
+	// caller linked nothing). Without it, such servers' calls fail so.
+	UserCredential func(ctx context.Context, srv *config.Server) (UserCredential, error)
+	// DiscoveryCredential, if set, returns the credential the server's own
+	// session of a per_user server (its tool list) connects with; an error
+	// puts the server in NEEDS_AUTH with the error as the reason.
+	DiscoveryCredential func(ctx context.Context, srv *config.Server) (UserCredential, error)
+	// UserSessionIdle is how long a per_user server's session of one
+	// caller stays open without calls; default PeerSessionIdle.
+	UserSessionIdle time.Duration
 	// Tracer, if set, makes a client span of every request relayed to a
 	// server and propagates its trace context: in the request's _meta
 	// (every transport) and in the traceparent header (sse/http). nil:

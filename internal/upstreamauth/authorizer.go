@@ -64,6 +64,10 @@ type Options struct {
 	// Authorize reports a [NeedsAuthError] and an operator starts the flow
 	// with [Authorizer.Reauthorize].
 	Fetcher auth.AuthorizationCodeFetcher
+	// Subject, if set, makes the Authorizer hold the grant of one caller
+	// (`credentials: per_user`): the account that caller linked, stored
+	// under (server, Subject). "" is the server's own grant.
+	Subject string
 	// Holder names this replica in refresh leases; default a random id.
 	Holder string
 	// LeaseDuration bounds how long one replica may take to refresh a
@@ -85,6 +89,7 @@ type Options struct {
 // for concurrent use. Close it when the server is removed.
 type Authorizer struct {
 	server    string
+	subject   string // "" for the server's own grant
 	serverURL string
 	spec      Spec
 	store     TokenStore
@@ -171,10 +176,10 @@ func New(server, serverURL string, spec Spec, opts *Options) (*Authorizer, error
 		o.Now = time.Now
 	}
 	a := &Authorizer{
-		server: server, serverURL: serverURL, spec: spec,
+		server: server, subject: o.Subject, serverURL: serverURL, spec: spec,
 		store: o.Store, keyring: o.Keyring, client: o.HTTPClient, redirect: o.RedirectURL, name: o.ClientName,
 		fetcher: o.Fetcher, holder: o.Holder, lease: o.LeaseDuration,
-		log: o.Logger.With("server", server), onStep: o.Progress, now: o.Now,
+		log: withSubject(o.Logger.With("server", server), o.Subject), onStep: o.Progress, now: o.Now,
 		stepUps: map[string]int{}, authSem: make(chan struct{}, 1),
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
@@ -183,6 +188,17 @@ func New(server, serverURL string, spec Spec, opts *Options) (*Authorizer, error
 
 // Close ends the waits and refreshes in progress. The grant stays stored.
 func (a *Authorizer) Close() { a.cancel() }
+
+// Subject is the caller whose grant a holds; "" for the server's own.
+func (a *Authorizer) Subject() string { return a.subject }
+
+// command is what a person runs to authorize a's grant again.
+func (a *Authorizer) command() string {
+	if a.subject != "" {
+		return "`switchboard connect-account " + a.server + "`"
+	}
+	return "`switchboard servers auth " + a.server + "`"
+}
 
 // Server is the name of the server a is for.
 func (a *Authorizer) Server() string { return a.server }
@@ -297,7 +313,7 @@ func (a *Authorizer) needsAuth(format string, args ...any) *NeedsAuthError {
 
 // load reads the stored grant into the cache; nil when there is none.
 func (a *Authorizer) load(ctx context.Context) (*grant, error) {
-	row, err := a.store.UpstreamToken(ctx, a.server, "")
+	row, err := a.store.UpstreamToken(ctx, a.server, a.subject)
 	if errors.Is(err, store.ErrNotFound) {
 		a.mu.Lock()
 		a.cur = nil
@@ -340,7 +356,7 @@ func (a *Authorizer) seal(g *grant) (store.UpstreamToken, error) {
 	if err != nil {
 		return store.UpstreamToken{}, fmt.Errorf("sealing the grant of server %q: %w", a.server, err)
 	}
-	return store.UpstreamToken{Server: a.server, Sealed: sealed, ExpiresAt: g.Expiry, Problem: g.problem,
+	return store.UpstreamToken{Server: a.server, Subject: a.subject, Sealed: sealed, ExpiresAt: g.Expiry, Problem: g.problem,
 		Version: g.version, UpdatedAt: a.now()}, nil
 }
 
@@ -468,7 +484,7 @@ func (a *Authorizer) renew(refused int64) (*grant, error) {
 		case err != nil:
 			return nil, err
 		case g == nil:
-			return nil, a.needsAuth("not authorized yet: run `switchboard servers auth %s`", a.server)
+			return nil, a.needsAuth("not authorized yet: run %s", a.command())
 		case g.problem != "":
 			return nil, a.needsAuth("%s", g.problem)
 		}
@@ -480,9 +496,9 @@ func (a *Authorizer) renew(refused int64) (*grant, error) {
 			if refused == 0 && g.valid(now) {
 				return g, nil // no way to renew it: use it while it lasts
 			}
-			return nil, a.needsAuth("the access token expired and the authorization server gave no refresh token: authorize again (`switchboard servers auth %s`)", a.server)
+			return nil, a.needsAuth("the access token expired and the authorization server gave no refresh token: authorize again (%s)", a.command())
 		}
-		ok, err := a.store.LeaseUpstreamToken(ctx, a.server, "", g.version, a.holder, now, now.Add(a.lease))
+		ok, err := a.store.LeaseUpstreamToken(ctx, a.server, a.subject, g.version, a.holder, now, now.Add(a.lease))
 		if err != nil {
 			return nil, err
 		}
@@ -509,7 +525,7 @@ func (a *Authorizer) renew(refused int64) (*grant, error) {
 				a.log.Warn("upstream grant refused", "issuer", g.Issuer, "reason", a.scrub(reason))
 				return nil, a.needsAuth("%s", reason)
 			}
-			if rerr := a.store.ReleaseUpstreamToken(context.WithoutCancel(ctx), a.server, "", a.holder); rerr != nil {
+			if rerr := a.store.ReleaseUpstreamToken(context.WithoutCancel(ctx), a.server, a.subject, a.holder); rerr != nil {
 				a.log.Warn("releasing the refresh lease", "error", a.scrub(rerr.Error()))
 			}
 			if refused == 0 && g.valid(now) {
@@ -777,13 +793,13 @@ func (a *Authorizer) authorize(ctx context.Context, ch challenge, cur *grant, fe
 	if fetcher == nil {
 		switch {
 		case ch.stepUp():
-			return a.needsAuth("the server asks for scope %q (insufficient_scope): authorize again with `switchboard servers auth %s`", ch.param("scope"), a.server)
+			return a.needsAuth("the server asks for scope %q (insufficient_scope): authorize again with %s", ch.param("scope"), a.command())
 		case cur != nil && cur.problem != "":
 			return a.needsAuth("%s", cur.problem)
 		case cur != nil:
-			return a.needsAuth("the server refused the gateway's token: authorize again with `switchboard servers auth %s`", a.server)
+			return a.needsAuth("the server refused the gateway's token: authorize again with %s", a.command())
 		}
-		return a.needsAuth("not authorized yet: run `switchboard servers auth %s`", a.server)
+		return a.needsAuth("not authorized yet: run %s", a.command())
 	}
 	return a.authorizationCode(ctx, md, ch, fetcher)
 }
@@ -1082,4 +1098,13 @@ func authStyle(method string, supported []string) oauth2.AuthStyle {
 		return oauth2.AuthStyleInParams
 	}
 	return oauth2.AuthStyleAutoDetect
+}
+
+// withSubject names the caller in a per-user Authorizer's logs: who, never
+// what they hold.
+func withSubject(l *slog.Logger, subject string) *slog.Logger {
+	if subject == "" {
+		return l
+	}
+	return l.With("subject", subject)
 }

@@ -56,7 +56,7 @@ func (c *Callbacks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	if state == "" || !ok {
 		page(w, http.StatusBadRequest, "Unknown authorization request",
-			"This link does not belong to an authorization in progress: it was used already, expired, or was started elsewhere. Start again with `switchboard servers auth`.")
+			"This link does not belong to an authorization in progress: it was used already, expired, or was started elsewhere. Start again with `switchboard servers auth` (or `switchboard connect-account` for your own account).")
 		return
 	}
 	if e := q.Get("error"); e != "" {
@@ -185,6 +185,8 @@ type Flows struct {
 	cb      *Callbacks
 	timeout time.Duration
 	onDone  func(server string, err error)
+	// onDoneFlow, if set, is called with each flow that ended, after onDone.
+	onDoneFlow func(f *Flow)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -211,7 +213,8 @@ func NewFlows(cb *Callbacks, timeout time.Duration, onDone func(server string, e
 
 // Flow is one authorization in progress or ended.
 type Flow struct {
-	Server string
+	Server  string
+	Subject string // the caller whose account is linked; "" for the server's own grant
 	// URL is where the person must go to approve; "" for the client
 	// credentials grant, which needs nobody.
 	URL     string
@@ -242,7 +245,7 @@ func (f *Flow) Err() error {
 // it ends, times out or Flows closes.
 func (fl *Flows) Start(ctx context.Context, a *Authorizer) (*Flow, error) {
 	fctx, cancel := context.WithTimeout(fl.ctx, fl.timeout)
-	f := &Flow{Server: a.Server(), Started: time.Now(), cancel: cancel, done: make(chan struct{})}
+	f := &Flow{Server: a.Server(), Subject: a.Subject(), Started: time.Now(), cancel: cancel, done: make(chan struct{})}
 	urlc := make(chan string, 1)
 	fl.mu.Lock()
 	if fl.ctx.Err() != nil {
@@ -250,10 +253,11 @@ func (fl *Flows) Start(ctx context.Context, a *Authorizer) (*Flow, error) {
 		cancel()
 		return nil, errors.New("shutting down")
 	}
-	if old := fl.flows[f.Server]; old != nil {
+	key := FlowKey(a.Server(), a.Subject())
+	if old := fl.flows[key]; old != nil {
 		old.cancel()
 	}
-	fl.flows[f.Server] = f
+	fl.flows[key] = f
 	fl.wg.Add(1)
 	fl.mu.Unlock()
 	fetcher := fl.cb.Fetcher(func(_ context.Context, u string) error {
@@ -264,6 +268,11 @@ func (fl *Flows) Start(ctx context.Context, a *Authorizer) (*Flow, error) {
 		defer fl.wg.Done()
 		defer cancel()
 		f.err = a.Reauthorize(fctx, fetcher)
+		if fl.onDoneFlow != nil {
+			// Before Done: whoever waits for the flow finds the
+			// gateway told of the new grant (old sessions gone).
+			fl.onDoneFlow(f)
+		}
 		close(f.done)
 		if fl.onDone != nil {
 			fl.onDone(f.Server, f.err)
@@ -291,7 +300,17 @@ func (f *Flow) Wait(ctx context.Context) error {
 	}
 }
 
-// Get returns the last flow started for server.
+// FlowKey names the flows of server for subject ("" for the server's own
+// grant) in [Flows.Get].
+func FlowKey(server, subject string) string {
+	if subject == "" {
+		return server
+	}
+	return server + "\x00" + subject
+}
+
+// Get returns the last flow started for key: a server's name for its own
+// grant, [FlowKey] for a caller's.
 func (fl *Flows) Get(server string) (*Flow, bool) {
 	fl.mu.Lock()
 	defer fl.mu.Unlock()

@@ -3,6 +3,7 @@ package upstreamauth
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -98,5 +99,27 @@ func (m *MemoryStore) ReleaseUpstreamToken(_ context.Context, server, subject, h
 		cur.LeaseOwner, cur.LeaseUntil = "", time.Time{}
 		m.rows[key] = cur
 	}
+	return nil
+}
+
+// UserUpstreamTokens implements [UserTokenStore].
+func (m *MemoryStore) UserUpstreamTokens(_ context.Context, server, subject string) ([]store.UpstreamToken, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.UpstreamToken
+	for k, t := range m.rows {
+		if k[1] != "" && (server == "" || k[0] == server) && (subject == "" || k[1] == subject) {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.UpstreamToken) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	return out, nil
+}
+
+// DeleteUpstreamToken implements [UserTokenStore].
+func (m *MemoryStore) DeleteUpstreamToken(_ context.Context, server, subject string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rows, [2]string{server, subject})
 	return nil
 }

@@ -35,6 +35,11 @@ type SetOptions struct {
 	// OnAuthorized, if set, is called when an operator's flow stored a
 	// grant, from the flow's goroutine: the gateway connects the server.
 	OnAuthorized func(server string)
+	// OnUserLinked, if set, is called when a caller's own credential for
+	// a per_user server changed (linked, replaced or unlinked): the
+	// gateway closes their pooled sessions and connects a server that
+	// waited for its first account.
+	OnUserLinked func(server, subject string)
 }
 
 // Set holds the gateway's OAuth clients of its upstream servers: one
@@ -43,15 +48,20 @@ type SetOptions struct {
 // operators' authorizations go through. It is safe for concurrent use;
 // Close it with the gateway.
 type Set struct {
-	o     SetOptions
-	cb    *Callbacks
-	flows *Flows
-	mux   *http.ServeMux
+	o         SetOptions
+	cb        *Callbacks
+	flows     *Flows
+	userFlows *Flows // callers linking their own accounts (per_user)
+	mux       *http.ServeMux
 
 	mu      sync.Mutex
 	auths   map[string]*entry
 	retired []*Authorizer     // replaced by a changed definition; closed by Close
 	urls    map[string]string // the authorization URL of each server's last flow
+	users   map[string]*entry // callers' Authorizers, by FlowKey
+	// discovery is, by server, whose account the server's own session of
+	// a per_user server connected with.
+	discovery map[string]string
 }
 
 // entry is the Authorizer of one server and the definition it was made for.
@@ -74,6 +84,12 @@ func NewSet(o SetOptions) *Set {
 			o.OnAuthorized(server)
 		}
 	})
+	s.userFlows = NewFlows(s.cb, o.FlowTimeout, nil)
+	s.userFlows.onDoneFlow = func(f *Flow) {
+		if f.err == nil {
+			s.linked(f.Server, f.Subject)
+		}
+	}
 	s.mux.Handle(CallbackPath, s.cb)
 	if r := o.Authorizer.RedirectURL; r != "" {
 		base := r[:len(r)-len(CallbackPath)]
@@ -190,6 +206,11 @@ func (s *Set) StartAuth(ctx context.Context, server string) (api.UpstreamAuthFlo
 	if err != nil {
 		return api.UpstreamAuthFlow{}, err
 	}
+	if def, _ := s.o.Definition(server); def != nil && def.PerUser() {
+		// A grant of the server's own would never be sent.
+		return api.UpstreamAuthFlow{}, &api.Error{Status: http.StatusConflict, Code: api.CodeConflict,
+			Message: fmt.Sprintf("server %q has credentials: per_user: each caller links their own account (`switchboard connect-account %s`)", server, server)}
+	}
 	if e.err != nil {
 		return api.UpstreamAuthFlow{}, e.err
 	}
@@ -250,8 +271,15 @@ func (s *Set) Close() {
 		return
 	}
 	s.flows.Close()
+	s.userFlows.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for key, e := range s.users {
+		if e.a != nil {
+			e.a.Close()
+		}
+		delete(s.users, key)
+	}
 	for name, e := range s.auths {
 		if e.a != nil {
 			e.a.Close()

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,35 @@ func testUpstreamTokens(t *testing.T, db *store.DB) {
 	}
 	if !alice.ExpiresAt.IsZero() {
 		t.Errorf("unknown expiry reads back as %v, want zero", alice.ExpiresAt)
+	}
+
+	// The callers' grants are listed, newest first, never the server's own.
+	if _, err := db.PutUpstreamToken(ctx, store.UpstreamToken{Server: "jira", Subject: "alice", Sealed: "enc:v1:j", UpdatedAt: time.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		server, subject string
+		want            []string
+	}{
+		{"", "", []string{"jira/alice", "gh/alice"}},
+		{"gh", "", []string{"gh/alice"}},
+		{"", "alice", []string{"jira/alice", "gh/alice"}},
+		{"gh", "bob", nil},
+	} {
+		rows, err := db.UserUpstreamTokens(ctx, c.server, c.subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rows {
+			got = append(got, r.Server+"/"+r.Subject)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("UserUpstreamTokens(%q, %q) = %v, want %v", c.server, c.subject, got, c.want)
+		}
+	}
+	if err := db.DeleteUpstreamToken(ctx, "jira", "alice"); err != nil {
+		t.Fatal(err)
 	}
 
 	// Compare-and-swap: the version read wins once, a stale one conflicts.

@@ -491,11 +491,12 @@ async function serverPage(name, seq) {
     act('Discover', async () => { const r = await api('POST', path + '/discover'); return `Discovered ${r.tool_count} tools.`; }));
 
   const editBox = s.source === 'api' || s.default_access ? serverEditPanel(s, path) : null;
+  const accountBox = s.credentials === 'per_user' ? accountPanel(s) : null;
   const h = page('', );
   put(h, el('a', { href: '#/servers', class: 'muted', 'aria-label': 'Back to servers' }, 'Servers /'), ' ', s.name, ' ', statusBox);
   add(main, 
     s.description ? el('p', {}, s.description) : null,
-    actions, result, editBox,
+    actions, result, editBox, accountBox,
     el('div', { class: 'grid2' },
       el('section', { 'aria-labelledby': 'h-details' }, el('h2', { id: 'h-details' }, 'Details'), details),
       el('section', { 'aria-labelledby': 'h-tools' }, el('h2', { id: 'h-tools' }, 'Tools'), toolsBox)),
@@ -515,6 +516,91 @@ async function serverPage(name, seq) {
     }
   });
   every(10000, () => { if (!state.live) reload(); });
+}
+
+// ---- per-user credentials --------------------------------------------------
+
+/**
+ * accountPanel is the "Your account" section of a server with
+ * credentials: per_user: what the signed-in caller linked (never the
+ * credential itself), a button that starts the OAuth linking of their
+ * account (the authorization URL opens in a new tab), a form for a personal
+ * token (write-only), and Unlink. Administrators also see who linked what,
+ * and may delete another caller's credential, nothing more.
+ */
+function accountPanel(s) {
+  const path = `/api/v1/me/accounts/${enc(s.name)}`;
+  const box = el('section', { class: 'panel', id: 'account', 'aria-labelledby': 'h-account' });
+  const status = el('div', { id: 'account-status', 'aria-live': 'polite' });
+  const note = el('div', { 'aria-live': 'polite' });
+  const others = el('div', { id: 'account-list' });
+  const describeLink = (g) => !g.authorized ? 'Not linked: your calls to this server fail with upstream_auth_required.'
+    : `Linked (${g.type}${g.issuer ? `, issued by ${g.issuer}` : ''})${g.problem ? `: ${g.problem}` : ''}.`;
+  const load = async () => {
+    try {
+      const f = await api('GET', path);
+      put(status, el('p', { 'data-field': 'account-state' }, describeLink(f.grant || {})),
+        f.state === 'pending' && f.authorization_url
+          ? el('p', {}, 'Waiting for you to sign in: ', el('a', { href: f.authorization_url, target: '_blank', rel: 'noopener noreferrer', id: 'account-url' }, 'open the sign-in page'))
+          : null,
+        f.state === 'failed' ? message(`Linking failed: ${f.error}`) : null);
+    } catch (err) { put(status, message(describe(err))); }
+    if (!state.admin) return;
+    try {
+      const body = await api('GET', `/api/v1/aggregator/servers/${enc(s.name)}/accounts`);
+      const rows = (body.accounts || []).map((a) => {
+        const del = el('button', { type: 'button', class: 'danger', 'data-subject': a.subject }, 'Delete');
+        del.addEventListener('click', async () => {
+          try {
+            await api('DELETE', `/api/v1/aggregator/servers/${enc(s.name)}/accounts/${enc(a.subject)}`);
+            put(note, message(`Deleted the credential of ${a.subject}.`, 'ok'));
+          } catch (err) { put(note, message(describe(err))); }
+          load();
+        });
+        return el('tr', {}, el('td', {}, a.subject), el('td', {}, a.kind + (a.header ? ` (${a.header})` : '')),
+          el('td', {}, a.issuer || '—'), el('td', {}, fmtTime(a.updated_at)), el('td', { class: 'err' }, a.problem || ''), el('td', {}, del));
+      });
+      put(others, el('h3', {}, 'Linked by the callers (administrators may only delete them)'),
+        rows.length ? table(['Caller', 'Kind', 'Issuer', 'Updated', 'Problem', ''], rows, 'Linked accounts') : el('p', { class: 'muted' }, 'Nobody has linked an account yet.'));
+    } catch (err) { put(others, message(describe(err))); }
+  };
+  const linkBtn = el('button', { type: 'button', class: 'primary', id: 'account-link' }, 'Link my account');
+  linkBtn.addEventListener('click', async () => {
+    put(note, message('Starting the sign-in…', 'info'));
+    try {
+      const f = await api('POST', path + '/connect');
+      put(note, f.authorization_url
+        ? message(['Sign in to link your account: ', el('a', { href: f.authorization_url, target: '_blank', rel: 'noopener noreferrer' }, 'open the sign-in page')], 'ok')
+        : message(f.error || 'The server gave no sign-in page.'));
+    } catch (err) { put(note, message(`Linking failed: ${describe(err)}`)); }
+    load();
+  });
+  const unlinkBtn = el('button', { type: 'button', class: 'danger', id: 'account-unlink' }, 'Unlink');
+  unlinkBtn.addEventListener('click', async () => {
+    try {
+      await api('DELETE', path);
+      put(note, message('Unlinked.', 'ok'));
+    } catch (err) { put(note, message(describe(err))); }
+    load();
+  });
+  const token = el('input', { id: 'account-token', type: 'password', autocomplete: 'off', 'data-field': 'token' });
+  const form = el('form', { id: 'account-token-form' },
+    el('div', { class: 'field' }, el('label', { for: 'account-token' }, 'Or store a personal token (sent as Authorization: Bearer; nobody can read it back)'), token),
+    el('button', { type: 'submit', class: 'secondary' }, 'Store the token'));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      await api('PUT', path, { type: 'bearer', token: token.value });
+      token.value = '';
+      put(note, message('Your token is stored.', 'ok'));
+    } catch (err) { put(note, message(describe(err))); }
+    load();
+  });
+  add(box, el('h2', { id: 'h-account' }, 'Your account'),
+    el('p', { class: 'muted' }, 'This server is called with each caller\'s own account (credentials: per_user).'),
+    status, el('div', { class: 'actions', role: 'group', 'aria-label': 'Account actions' }, linkBtn, unlinkBtn), form, note, others);
+  load();
+  return box;
 }
 
 // ---- adding, editing and removing servers -----------------------------------
