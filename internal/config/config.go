@@ -246,6 +246,9 @@ type Server struct {
 	// tool and quarantines a tool whose definition changes until an admin
 	// approves it; false applies changes as they come.
 	PinDefinitions *bool `json:"pin_definitions,omitempty" yaml:"pin_definitions"`
+	// Identity forwards who the caller is to an http server (package
+	// propagate); nil = not.
+	Identity *ServerIdentity `json:"identity,omitempty" yaml:"identity,omitempty"`
 
 	// Lifecycle overrides of the settings of the same name; nil or zero =
 	// the setting.
@@ -344,6 +347,10 @@ func (s *Server) Clone() *Server {
 		a := *s.Auth
 		a.Scopes = slices.Clone(s.Auth.Scopes)
 		c.Auth = &a
+	}
+	if s.Identity != nil {
+		id := *s.Identity
+		c.Identity = &id
 	}
 	if s.HealthCheck != nil {
 		h := *s.HealthCheck

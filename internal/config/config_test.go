@@ -1601,6 +1601,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		Auth:    &ServerAuth{Type: "oauth", ClientID: "c", ClientSecretEnv: "CS", Scopes: []string{"s"}, RefreshMarginSeconds: 5},
 		Pos:     map[string]Pos{"": {1, 1}},
 	}
+	s.Identity = &ServerIdentity{Propagate: PropagateAssertion, Header: "X-Who", Audience: "https://a", TTLSeconds: 30}
 	js, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)

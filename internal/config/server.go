@@ -190,6 +190,7 @@ func validateServer(s *Server) []problem {
 
 	probs = append(probs, validateLifecycle(s)...)
 	probs = append(probs, validateServerAuth(s)...)
+	probs = append(probs, validateServerIdentity(s)...)
 
 	if strings.ContainsRune(s.Command, 0) {
 		add("command", "must not contain a NUL byte")

@@ -313,6 +313,12 @@ func (s *supervisor) httpTransport(lifetime context.Context, r *router) (mcp.Tra
 	if s.opts.Tracer != nil {
 		client.Transport = &traceTransport{base: client.Transport}
 	}
+	if s.opts.Identity != nil && !legacy {
+		if assert := s.opts.Identity(s.cfg); assert != nil && s.cfg.Identity != nil {
+			client.Transport = &identityTransport{base: client.Transport, host: u.Host,
+				header: s.cfg.Identity.IdentityHeader(), assert: assert}
+		}
+	}
 	var oauth auth.OAuthHandler
 	if s.opts.OAuth != nil {
 		oauth = s.opts.OAuth(s.cfg)

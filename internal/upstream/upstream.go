@@ -368,6 +368,11 @@ type Options struct {
 	// server (the primary one and those per peer) shares the handler. An
 	// [AuthRequired] error from it puts the server in NEEDS_AUTH.
 	OAuth func(srv *config.Server) auth.OAuthHandler
+	// Identity, if set, returns what tells an http server with an
+	// `identity` section who the caller of each request is (nil for
+	// none): its header goes on every request a caller's call makes
+	// (package propagate).
+	Identity func(srv *config.Server) IdentityHeader
 	// Tracer, if set, makes a client span of every request relayed to a
 	// server and propagates its trace context: in the request's _meta
 	// (every transport) and in the traceparent header (sse/http). nil:
