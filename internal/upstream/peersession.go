@@ -275,6 +275,10 @@ func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSes
 		if usesNewProtocol(sess.cs) && ctx.Err() == nil && answered(err) {
 			return nil, noClassic(msg)
 		}
+		if authReason(err) != "" {
+			// Kept reachable: the relay puts the server in NEEDS_AUTH.
+			return nil, &relayError{msg: msg, err: err}
+		}
 		return nil, errors.New(msg)
 	}
 	if usesNewProtocol(cs) && usesNewProtocol(sess.cs) {

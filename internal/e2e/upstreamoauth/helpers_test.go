@@ -93,10 +93,23 @@ func (g *gateway) url() string { return g.srv.URL }
 // storeDSN (a SQLite path or a PostgreSQL DSN).
 func startGateway(t testing.TB, yaml string, env map[string]string, storeDSN string) *gateway {
 	t.Helper()
+	return startGatewayOn(t, listen(t), yaml, env, storeDSN)
+}
+
+// listen opens a loopback listener, for a gateway whose URL must be known
+// before it starts.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ln
+}
+
+// startGatewayOn is startGateway serving on ln.
+func startGatewayOn(t testing.TB, ln net.Listener, yaml string, env map[string]string, storeDSN string) *gateway {
+	t.Helper()
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
