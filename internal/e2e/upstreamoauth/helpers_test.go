@@ -134,11 +134,14 @@ func startGatewayOn(t testing.TB, ln net.Listener, yaml string, env map[string]s
 	if err != nil {
 		t.Fatalf("app.New: %v", err)
 	}
-	a.StartAndWait()
+	// Serving before the servers connect, as `switchboard serve` does: an
+	// authorization server may fetch the gateway's keys (token exchange)
+	// while the gateway connects.
 	srv := httptest.NewUnstartedServer(a.Handler())
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
+	a.StartAndWait()
 	g := &gateway{app: a, srv: srv, logs: logs}
 	t.Cleanup(func() {
 		srv.Close()
@@ -206,12 +209,20 @@ func (g *gateway) serverByName(t testing.TB, key, name string) map[string]any {
 // needs no grant for a server whose default access is allow).
 func (g *gateway) newKey(t testing.TB, agent string) string {
 	t.Helper()
+	key, _ := g.newKeyID(t, agent)
+	return key
+}
+
+// newKeyID is newKey, with the identity id its caller has ("key:<id>").
+func (g *gateway) newKeyID(t testing.TB, agent string) (key, identity string) {
+	t.Helper()
 	code, body := g.rest(t, adminKey, "POST", "/api/v1/keys", map[string]any{"agent_id": agent, "workspace_policy": true})
-	key, _ := body["key"].(string)
-	if (code != http.StatusCreated && code != http.StatusOK) || key == "" {
+	key, _ = body["key"].(string)
+	id, _ := body["id"].(string)
+	if (code != http.StatusCreated && code != http.StatusOK) || key == "" || id == "" {
 		t.Fatalf("create key for %s: %d %v", agent, code, body)
 	}
-	return key
+	return key, "key:" + id
 }
 
 type bearer struct{ key string }
@@ -256,4 +267,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// replaceOnce replaces the first old in s, which must be there.
+func replaceOnce(s, old, new string) string {
+	if !strings.Contains(s, old) {
+		panic("replaceOnce: " + old + " not found")
+	}
+	return strings.Replace(s, old, new, 1)
 }

@@ -1,6 +1,7 @@
 package upstreamoauth
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -50,18 +51,7 @@ func assertNoSecrets(t *testing.T, p *idp, up *protectedDemo, gws []*gateway, sq
 		check("gateway log", g.logs.String())
 		for _, path := range []string{"/api/v1/aggregator/servers", "/api/v1/aggregator/servers/prot", "/api/v1/aggregator/servers/prot/auth",
 			"/api/v1/audit?limit=1000", "/api/v1/aggregator/servers/prot/history", "/metrics"} {
-			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.url()+path, nil)
-			req.Header.Set("Authorization", "Bearer "+adminKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("gateway %d GET %s: %s", i, path, resp.Status)
-			}
-			check("GET "+path, string(body))
+			check(fmt.Sprintf("gateway %d GET %s", i, path), g.raw(t, path))
 		}
 	}
 	if sqliteGlob != "" {
@@ -108,4 +98,21 @@ func pgDump(t *testing.T, dsn string) string {
 	}
 	t.Fatalf("pg_dump not found (looked in %v)", candidates)
 	return ""
+}
+
+// raw GETs path as the admin and returns the body; the answer must be 200.
+func (g *gateway) raw(t *testing.T, path string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, g.url()+path, nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return string(body)
 }
