@@ -209,7 +209,7 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	}
 	a.upAuth = upstreamauth.NewSet(upstreamauth.SetOptions{PublicURL: upstreamauth.PublicURL(cfg, a.scheme(), listen), Definition: func(n string) (*config.Server, error) { return a.ups.Config(n) },
 		Authorizer: upstreamauth.Options{Store: db, Keyring: keys, HTTPClient: guard.Client(30 * time.Second), Logger: log}, OnAuthorized: func(n string) { _, _ = a.reg.Connect(bg, n, false) }})
-	a.propagate = newPropagate(db, keys, upstreamauth.PublicURL(cfg, a.scheme(), listen), log)
+	a.propagate = newPropagate(db, keys, upstreamauth.PublicURL(cfg, a.scheme(), listen), guard.Client(30*time.Second), log)
 	uo := &upstream.Options{
 		Logger: log, OAuth: a.upAuth.For, Identity: a.identityHeader,
 		SelfExecutable: o.SelfExecutable,

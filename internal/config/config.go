@@ -284,6 +284,9 @@ type Server struct {
 	resolved map[string]string
 	// authSecret is the value of Auth.ClientSecretEnv read by Expand. SECRET.
 	authSecret string
+	// identitySecret is the value of Identity.ClientSecretEnv read by
+	// Expand. SECRET.
+	identitySecret string
 }
 
 // ResolvedHeaders returns the headers to send upstream: Headers plus
@@ -350,6 +353,7 @@ func (s *Server) Clone() *Server {
 	}
 	if s.Identity != nil {
 		id := *s.Identity
+		id.Scopes = slices.Clone(s.Identity.Scopes)
 		c.Identity = &id
 	}
 	if s.HealthCheck != nil {
@@ -474,6 +478,9 @@ func (s *Server) Redacted() *Server {
 	}
 	if c.authSecret != "" {
 		c.authSecret = redactedValue
+	}
+	if c.identitySecret != "" {
+		c.identitySecret = redactedValue
 	}
 	c.URL = redactURL(c.URL)
 	c.HealthCheckURL = redactURL(c.HealthCheckURL)

@@ -6,9 +6,16 @@ import (
 	"strings"
 )
 
-// PropagateAssertion is the one ServerIdentity.Propagate mode: a JWT the
-// gateway signs per request, naming the caller (package propagate).
-const PropagateAssertion = "assertion"
+// The ServerIdentity.Propagate modes (package propagate).
+const (
+	// PropagateAssertion sends a JWT the gateway signs per request,
+	// naming the caller.
+	PropagateAssertion = "assertion"
+	// PropagateTokenExchange sends a token the organisation's
+	// authorization server issued for the caller in exchange (RFC 8693)
+	// for such an assertion.
+	PropagateTokenExchange = "token_exchange"
+)
 
 // DefaultIdentityHeader is the header an assertion travels in when
 // ServerIdentity.Header is empty.
@@ -33,11 +40,31 @@ type ServerIdentity struct {
 	Audience string `json:"audience,omitempty" yaml:"audience"`
 	// TTLSeconds is the assertion's lifetime, 1..300; default 60.
 	TTLSeconds int `json:"ttl_seconds,omitempty" yaml:"ttl_seconds"`
+
+	// token_exchange: the authorization server's token endpoint, the
+	// gateway's client there (the NAME of the variable with its secret,
+	// read by Expand), and what is asked for: resource (RFC 8707; default
+	// the server's url) and scopes. Audience, if set, is sent as the
+	// audience parameter.
+	TokenEndpoint   string   `json:"token_endpoint,omitempty" yaml:"token_endpoint"`
+	ClientID        string   `json:"client_id,omitempty" yaml:"client_id"`
+	ClientSecretEnv string   `json:"client_secret_env,omitempty" yaml:"client_secret_env"`
+	Resource        string   `json:"resource,omitempty" yaml:"resource"`
+	Scopes          []string `json:"scopes,omitempty" yaml:"scopes,omitempty"`
 }
 
-// IdentityHeader is the header the assertion goes in.
+// IdentityClientSecret is the value of Identity.ClientSecretEnv, read by
+// [Server.Expand]; "" before Expand or without one. SECRET.
+func (s *Server) IdentityClientSecret() string { return s.identitySecret }
+
+// IdentityHeader is the header the assertion or exchanged token goes in:
+// by default X-Switchboard-Identity for an assertion, Authorization (as a
+// bearer token) for an exchanged token.
 func (i *ServerIdentity) IdentityHeader() string {
 	if i.Header == "" {
+		if i.Propagate == PropagateTokenExchange {
+			return "Authorization"
+		}
 		return DefaultIdentityHeader
 	}
 	return http.CanonicalHeaderKey(i.Header)
@@ -58,12 +85,58 @@ func validateServerIdentity(s *Server) []problem {
 	add := func(sub, format string, args ...any) {
 		probs = append(probs, problem{"identity." + sub, fmt.Sprintf(format, args...)})
 	}
+	exchange := id.Propagate == PropagateTokenExchange
 	switch id.Propagate {
 	case PropagateAssertion:
+		for _, f := range []struct{ name, v string }{{"token_endpoint", id.TokenEndpoint}, {"client_id", id.ClientID},
+			{"client_secret_env", id.ClientSecretEnv}, {"resource", id.Resource}} {
+			if f.v != "" {
+				add(f.name, "only for propagate: token_exchange")
+			}
+		}
+		if len(id.Scopes) > 0 {
+			add("scopes", "only for propagate: token_exchange")
+		}
+	case PropagateTokenExchange:
+		if id.TokenEndpoint == "" {
+			add("token_endpoint", "token_exchange needs the authorization server's token endpoint")
+		} else if msg := checkHTTPURL(id.TokenEndpoint); msg != "" {
+			add("token_endpoint", "%s", msg)
+		}
+		if id.ClientID == "" {
+			add("client_id", "token_exchange needs the gateway's client at the authorization server")
+		}
+		if id.ClientSecretEnv == "" {
+			add("client_secret_env", "token_exchange needs the client's secret")
+		} else if !envNameRE.MatchString(id.ClientSecretEnv) {
+			add("client_secret_env", "%s", badRefMsg)
+		}
+		if id.Resource != "" {
+			if msg := checkHTTPURL(id.Resource); msg != "" {
+				add("resource", "%s", msg)
+			}
+		}
+		for i, sc := range id.Scopes {
+			if sc == "" || strings.ContainsAny(sc, " \t\r\n\"\\") {
+				add(fmt.Sprintf("scopes[%d]", i), "%q is not a scope token", sc)
+			}
+		}
+		if id.TTLSeconds != 0 {
+			add("ttl_seconds", "only for propagate: assertion (an exchanged token lives as long as the authorization server says)")
+		}
+		if id.Header == "" || strings.EqualFold(id.Header, "Authorization") {
+			const own = "the exchanged token is sent as the Authorization header: remove "
+			if s.Auth != nil {
+				probs = append(probs, problem{"identity", own + "auth (or set identity.header)"})
+			}
+			if s.BearerTokenEnvVar != "" {
+				probs = append(probs, problem{"identity", own + "bearer_token_env_var (or set identity.header)"})
+			}
+		}
 	case "":
-		add("propagate", "propagate is required (%q)", PropagateAssertion)
+		add("propagate", "propagate is required (%q or %q)", PropagateAssertion, PropagateTokenExchange)
 	default:
-		add("propagate", "unknown mode %q: must be %q (token exchange is not available in this version)", id.Propagate, PropagateAssertion)
+		add("propagate", "unknown mode %q: must be %q or %q", id.Propagate, PropagateAssertion, PropagateTokenExchange)
 	}
 	if s.Transport != TransportHTTP {
 		probs = append(probs, problem{"identity", "only for http (Streamable HTTP) servers: the caller changes per request, and only that transport sends one HTTP request per call"})
@@ -72,6 +145,8 @@ func validateServerIdentity(s *Server) []problem {
 		switch {
 		case !validHeaderName(id.Header):
 			add("header", "%q is not a valid header name", id.Header)
+		case exchange && strings.EqualFold(id.Header, "Authorization"):
+			// The default of token_exchange, checked above.
 		default:
 			for _, h := range headersNotOverridable {
 				if strings.EqualFold(h, id.Header) {

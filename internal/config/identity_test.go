@@ -17,12 +17,39 @@ func TestServerIdentityErrors(t *testing.T) {
 	}{
 		{
 			name: "unknown mode, bad header, ttl too long",
-			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    identity:\n      propagate: token_exchange\n      header: \"bad header\"\n      ttl_seconds: 600\n",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    identity:\n      propagate: saml\n      header: \"bad header\"\n      ttl_seconds: 600\n",
 			want: []wantErr{
-				{Line: 6, Field: "servers.a.identity.propagate", Msg: `unknown mode "token_exchange"`},
+				{Line: 6, Field: "servers.a.identity.propagate", Msg: `unknown mode "saml"`},
 				{Line: 7, Field: "servers.a.identity.header", Msg: "not a valid header name"},
 				{Line: 8, Field: "servers.a.identity.ttl_seconds", Msg: "must be between 0 and 300"},
 			},
+		},
+		{
+			name: "token exchange without its endpoint and client, with assertion fields",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    identity:\n      propagate: token_exchange\n      ttl_seconds: 30\n      scopes: [\"a b\"]\n      resource: nope\n",
+			want: []wantErr{
+				{Line: 5, Field: "servers.a.identity.token_endpoint", Msg: "needs the authorization server's token endpoint"},
+				{Line: 5, Field: "servers.a.identity.client_id", Msg: "needs the gateway's client"},
+				{Line: 5, Field: "servers.a.identity.client_secret_env", Msg: "needs the client's secret"},
+				{Line: 7, Field: "servers.a.identity.ttl_seconds", Msg: "only for propagate: assertion"},
+				{Line: 8, Field: "servers.a.identity.scopes[0]", Msg: "is not a scope token"},
+				{Line: 9, Field: "servers.a.identity.resource", Msg: "absolute http"},
+			},
+		},
+		{
+			name: "token exchange in Authorization next to auth; exchange fields on an assertion",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    auth: {type: oauth}\n    identity: {propagate: token_exchange, token_endpoint: https://as.example/token, client_id: gw, client_secret_env: S}\n" +
+				"  b:\n    transport: http\n    url: https://example.com/mcp\n    identity: {propagate: assertion, client_id: gw}\n",
+			want: []wantErr{
+				{Line: 6, Field: "servers.a.identity", Msg: "remove auth"},
+				{Line: 6, Field: "servers.a.identity.client_secret_env", Msg: "S is not set"},
+				{Line: 10, Field: "servers.b.identity.client_id", Msg: "only for propagate: token_exchange"},
+			},
+		},
+		{
+			name: "token exchange secret not set",
+			yaml: "servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n    identity: {propagate: token_exchange, token_endpoint: https://as.example/token, client_id: gw, client_secret_env: NOPE_UNSET}\n",
+			want: []wantErr{{Line: 5, Field: "servers.a.identity.client_secret_env", Msg: "NOPE_UNSET is not set"}},
 		},
 		{
 			name: "missing mode, on an sse server",
@@ -76,5 +103,23 @@ func TestServerIdentityValid(t *testing.T) {
 	id := cfg.Servers[0].Identity
 	if id == nil || id.IdentityHeader() != DefaultIdentityHeader || cfg.Servers[0].Clone().Identity == id {
 		t.Fatalf("identity = %+v", id)
+	}
+}
+
+// TestServerIdentityExchangeSecret: Expand reads the exchange client's
+// secret; Redacted hides it.
+func TestServerIdentityExchangeSecret(t *testing.T) {
+	cfg, err := Parse("s.yaml", []byte("servers:\n  a:\n    transport: http\n    url: https://example.com/mcp\n"+
+		"    identity: {propagate: token_exchange, token_endpoint: https://as.example/token, client_id: gw, client_secret_env: TX}\n"),
+		envFunc(map[string]string{"TX": "exchange-secret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Servers[0]
+	if s.IdentityClientSecret() != "exchange-secret" || s.Identity.IdentityHeader() != "Authorization" {
+		t.Errorf("secret %q header %q", s.IdentityClientSecret(), s.Identity.IdentityHeader())
+	}
+	if r := s.Redacted(); r.IdentityClientSecret() == "exchange-secret" {
+		t.Error("Redacted keeps the exchange secret")
 	}
 }

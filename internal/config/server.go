@@ -463,12 +463,17 @@ func (s *Server) expand(getenv func(string) string) []problem {
 	if s.Auth != nil && s.Auth.ClientSecretEnv != "" && envNameRE.MatchString(s.Auth.ClientSecretEnv) {
 		authSecret, _ = lookup("auth.client_secret_env", s.Auth.ClientSecretEnv)
 	}
+	var identitySecret string
+	if s.Identity != nil && s.Identity.ClientSecretEnv != "" && envNameRE.MatchString(s.Identity.ClientSecretEnv) {
+		identitySecret, _ = lookup("identity.client_secret_env", s.Identity.ClientSecretEnv)
+	}
 
 	if len(probs) > 0 {
 		return probs
 	}
 	s.Env, s.Headers = env, headers
 	s.authSecret = authSecret
+	s.identitySecret = identitySecret
 	s.resolved = nil
 	if len(resolved) > 0 {
 		s.resolved = resolved

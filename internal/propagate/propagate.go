@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -51,6 +52,9 @@ type Options struct {
 	Clock func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// HTTPClient reaches the authorization servers of token_exchange
+	// servers; default one with a 30 s timeout.
+	HTTPClient *http.Client
 }
 
 // Signer signs identity assertions and serves their keys.
@@ -58,6 +62,10 @@ type Signer struct {
 	ring   ring
 	issuer string
 	sealed bool
+	httpc  *http.Client
+
+	exMu       sync.Mutex
+	exchangers map[string]keyedExchanger // by server name
 }
 
 // New returns a Signer; it reads or creates no key until the first
@@ -69,7 +77,10 @@ func New(o Options) *Signer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	s := &Signer{issuer: o.Issuer, sealed: o.Keyring != nil}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	s := &Signer{issuer: o.Issuer, sealed: o.Keyring != nil, httpc: o.HTTPClient, exchangers: map[string]keyedExchanger{}}
 	s.ring = ring{db: o.Store, seal: o.Keyring, clock: o.Clock, log: o.Logger.With("component", "propagate")}
 	return s
 }
@@ -117,11 +128,19 @@ func (s *Signer) Assertion(ctx context.Context, id authz.Identity, audience stri
 	return tok.SignedString(k.priv)
 }
 
-// For returns what adds the caller's assertion to the requests of a server
+// For returns what adds the caller's identity to the requests of a server
 // with an `identity` section (upstream.Options.Identity): the header and
-// its value. nil for a server without one.
+// its value, an assertion or a token exchanged for one. nil for a server
+// without one.
 func (s *Signer) For(srv *config.Server) func(ctx context.Context, id authz.Identity) (string, string, error) {
-	if srv == nil || srv.Identity == nil || srv.Identity.Propagate != config.PropagateAssertion {
+	if srv == nil || srv.Identity == nil {
+		return nil
+	}
+	switch srv.Identity.Propagate {
+	case config.PropagateTokenExchange:
+		return s.exchangerFor(srv).headerFor
+	case config.PropagateAssertion:
+	default:
 		return nil
 	}
 	header := srv.Identity.IdentityHeader()
@@ -134,6 +153,9 @@ func (s *Signer) For(srv *config.Server) func(ctx context.Context, id authz.Iden
 		ttl = config.DefaultIdentityTTLSeconds * time.Second
 	}
 	return func(ctx context.Context, id authz.Identity) (string, string, error) {
+		if id.ID == "" {
+			return "", "", nil // the gateway's own request: nobody to assert
+		}
 		v, err := s.Assertion(ctx, id, aud, ttl)
 		return header, v, err
 	}

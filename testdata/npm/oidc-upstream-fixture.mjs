@@ -17,6 +17,12 @@
 //   OIDC_RS_SECRET       the secret of client "rs", the resource server,
 //                        which only introspects
 //   OIDC_ACCESS_TTL      access token lifetime in seconds (default 20)
+//   OIDC_EXCHANGE_JWKS, OIDC_EXCHANGE_ISSUER, OIDC_EXCHANGE_SECRET
+//                        if set, client "exchanger" (this secret) may use
+//                        token exchange (RFC 8693): a subject_token signed by
+//                        a key of that JWKS, for that issuer, with aud this
+//                        provider's token endpoint, is exchanged for an access
+//                        token of its sub for the requested resource
 //
 // The sign-in is automatic: account "alice" is signed in and consents to
 // what the gateway asks. Test-only routes:
@@ -27,6 +33,7 @@
 //                      administrator of the provider would
 import * as http from 'node:http';
 
+import { createRemoteJWKSet, jwtVerify } from 'jose';
 import Provider from 'oidc-provider';
 
 const redirectURIs = (process.env.OIDC_REDIRECT_URIS || '').split(',').filter(Boolean);
@@ -37,6 +44,10 @@ if (redirectURIs.length === 0 || !clientSecret || !rsSecret) {
   process.exit(2);
 }
 const accessTTL = Number(process.env.OIDC_ACCESS_TTL || '20');
+const exchangeJWKS = process.env.OIDC_EXCHANGE_JWKS;
+const exchangeIssuer = process.env.OIDC_EXCHANGE_ISSUER;
+const exchangeSecret = process.env.OIDC_EXCHANGE_SECRET;
+const tokenExchange = 'urn:ietf:params:oauth:grant-type:token-exchange';
 
 const log = [];       // token issues
 const tokens = [];    // token values
@@ -45,8 +56,22 @@ const grants = new Set();
 const server = http.createServer();
 server.listen(0, '127.0.0.1', () => {
   const issuer = `http://127.0.0.1:${server.address().port}`;
+  const exchangeClients = exchangeJWKS ? [{
+    client_id: 'exchanger',
+    client_secret: exchangeSecret,
+    grant_types: [tokenExchange],
+    response_types: [],
+    redirect_uris: [],
+  }] : [];
+  const resourceServerInfo = async (_ctx, resource) => {
+    if (!/^https?:\/\//.test(resource)) {
+      throw new Provider.errors.InvalidTarget();
+    }
+    return { scope: 'mcp', audience: resource, accessTokenTTL: accessTTL, accessTokenFormat: 'opaque' };
+  };
   const provider = new Provider(issuer, {
     clients: [
+      ...exchangeClients,
       {
         client_id: 'gateway',
         client_secret: clientSecret,
@@ -80,15 +105,43 @@ server.listen(0, '127.0.0.1', () => {
         enabled: true,
         defaultResource: (_ctx, _client, oneOf) => oneOf,
         useGrantedResource: () => true,
-        getResourceServerInfo: async (_ctx, resource) => {
-          if (!/^https?:\/\//.test(resource)) {
-            throw new Provider.errors.InvalidTarget();
-          }
-          return { scope: 'mcp', audience: resource, accessTokenTTL: accessTTL, accessTokenFormat: 'opaque' };
-        },
+        getResourceServerInfo: resourceServerInfo,
       },
     },
   });
+  if (exchangeJWKS) {
+    const keys = createRemoteJWKSet(new URL(exchangeJWKS));
+    provider.registerGrantType(tokenExchange, async (ctx) => {
+      const { params, client } = ctx.oidc;
+      if (params.subject_token_type !== 'urn:ietf:params:oauth:token-type:jwt') {
+        throw new Provider.errors.InvalidRequest('unsupported subject_token_type');
+      }
+      let payload;
+      try {
+        ({ payload } = await jwtVerify(params.subject_token, keys, {
+          issuer: exchangeIssuer, audience: `${issuer}/token`, algorithms: ['ES256'], typ: 'switchboard-identity+jwt',
+        }));
+      } catch (err) {
+        throw new Provider.errors.InvalidGrant(`subject_token rejected: ${err.code || err.message}`);
+      }
+      const info = await resourceServerInfo(ctx, params.resource, client);
+      const token = new provider.AccessToken({
+        accountId: payload.sub,
+        client,
+        gty: 'token_exchange',
+        scope: 'mcp',
+        resourceServer: new provider.ResourceServer(params.resource, info),
+      });
+      const value = await token.save();
+      ctx.body = {
+        access_token: value,
+        issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+        token_type: 'Bearer',
+        expires_in: token.expiration,
+        scope: 'mcp',
+      };
+    }, ['subject_token', 'subject_token_type', 'requested_token_type', 'resource', 'audience', 'scope']);
+  }
   provider.on('grant.success', (ctx) => {
     log.push({ grant_type: ctx.oidc.params.grant_type, at: Date.now(), expires_in: ctx.body?.expires_in });
   });

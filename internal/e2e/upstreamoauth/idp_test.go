@@ -2,9 +2,11 @@ package upstreamoauth
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -34,8 +36,9 @@ type idp struct {
 }
 
 // startIdP runs the fixture for the test's lifetime, with the gateway
-// callbacks it may redirect to and access tokens living ttl.
-func startIdP(t *testing.T, redirectURIs []string, ttl time.Duration) *idp {
+// callbacks it may redirect to and access tokens living ttl; extraEnv
+// turns on more (token exchange).
+func startIdP(t *testing.T, redirectURIs []string, ttl time.Duration, extraEnv ...string) *idp {
 	t.Helper()
 	npmModule(t, "oidc-provider/package.json")
 	node := nodeBin(t)
@@ -43,6 +46,7 @@ func startIdP(t *testing.T, redirectURIs []string, ttl time.Duration) *idp {
 	cmd := exec.Command(node, filepath.Join(repoRoot(t), "testdata", "npm", "oidc-upstream-fixture.mjs"))
 	cmd.Env = append(os.Environ(), "OIDC_REDIRECT_URIS="+strings.Join(redirectURIs, ","), "OIDC_CLIENT_SECRET="+p.clientSecret,
 		"OIDC_RS_SECRET="+p.rsSecret, fmt.Sprintf("OIDC_ACCESS_TTL=%d", int(ttl.Seconds())))
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -140,6 +144,13 @@ type protectedDemo struct {
 	rejected atomic.Int64 // requests refused for their token
 	mu       sync.Mutex
 	seen     map[string]bool // access tokens presented
+	calls    []seenCall      // tools/call requests, with whose token
+}
+
+// seenCall is a tools/call the resource server let through: the tool, and
+// the subject the provider said the token was for.
+type seenCall struct {
+	tool, sub string
 }
 
 func newProtectedDemo(t *testing.T, p *idp) *protectedDemo {
@@ -151,9 +162,29 @@ func newProtectedDemo(t *testing.T, p *idp) *protectedDemo {
 			AuthorizationServers: []string{p.issuer}, ScopesSupported: []string{"mcp"}}).ServeHTTP(w, r)
 	})
 	demoHandler := demo.Handler(nil)
+	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+				Params struct {
+					Name string `json:"name"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
+				ti := auth.TokenInfoFromContext(r.Context())
+				sub, _ := ti.Extra["sub"].(string)
+				d.mu.Lock()
+				d.calls = append(d.calls, seenCall{tool: msg.Params.Name, sub: sub})
+				d.mu.Unlock()
+			}
+		}
+		demoHandler.ServeHTTP(w, r)
+	})
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth.RequireBearerToken(d.introspect, &auth.RequireBearerTokenOptions{
-			ResourceMetadataURL: d.srv.URL + "/.well-known/oauth-protected-resource/mcp"})(demoHandler).ServeHTTP(w, r)
+			ResourceMetadataURL: d.srv.URL + "/.well-known/oauth-protected-resource/mcp"})(record).ServeHTTP(w, r)
 	}))
 	d.srv = httptest.NewServer(mux)
 	t.Cleanup(d.srv.Close)
@@ -199,7 +230,16 @@ func (d *protectedDemo) introspect(ctx context.Context, tok string, _ *http.Requ
 		d.rejected.Add(1)
 		return nil, auth.ErrInvalidToken
 	}
-	return &auth.TokenInfo{UserID: ir.Sub, Scopes: strings.Fields(ir.Scope), Expiration: time.Unix(ir.Exp, 0)}, nil
+	// No UserID: the go-sdk would bind the MCP session to it, and the
+	// gateway shares one session among callers whose tokens differ.
+	return &auth.TokenInfo{Scopes: strings.Fields(ir.Scope), Expiration: time.Unix(ir.Exp, 0),
+		Extra: map[string]any{"sub": ir.Sub}}, nil
+}
+
+func (d *protectedDemo) toolCalls() []seenCall {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]seenCall(nil), d.calls...)
 }
 
 func (d *protectedDemo) presented() []string {
