@@ -52,6 +52,9 @@ type Server struct {
 	// Auth is how the gateway signs in to the server (OAuth); it holds no
 	// secret (client_secret_env names a variable).
 	Auth *config.ServerAuth `json:"auth,omitempty"`
+	// Identity is how the caller's identity is forwarded to the server;
+	// it holds no secret.
+	Identity *config.ServerIdentity `json:"identity,omitempty"`
 	// The definition's restart policy; unset fields follow the settings.
 	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
 	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`

@@ -70,6 +70,9 @@ type registerRequest struct {
 	// (servers.NAME.auth of the config file; client_secret_env names an
 	// environment variable of the gateway, never a value).
 	Auth *config.ServerAuth `json:"auth"`
+	// Identity forwards who the caller is to an http server
+	// (servers.NAME.identity; client_secret_env names a variable).
+	Identity *config.ServerIdentity `json:"identity"`
 	// The restart policy; left out, the settings' defaults apply.
 	RestartOnFailure      *bool   `json:"restart_on_failure"`
 	MaxRestartAttempts    *int    `json:"max_restart_attempts"`
@@ -160,6 +163,7 @@ func serverDef(req registerRequest) *config.Server {
 		DefaultAccess:      req.DefaultAccess,
 		PinDefinitions:     req.PinDefinitions,
 		Auth:               req.Auth,
+		Identity:           req.Identity,
 		RestartOnFailure:   req.RestartOnFailure,
 		MaxRestartAttempts: req.MaxRestartAttempts,
 		StartupTimeout:     config.Seconds(time.Duration(req.StartupTimeoutSeconds * float64(time.Second))),

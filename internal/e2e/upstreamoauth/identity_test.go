@@ -213,6 +213,40 @@ servers:
 		t.Errorf("callers asserted: subs %v agents %v; want A's then B's", subs, agents)
 	}
 
+	// A server registered through the REST API takes the section too.
+	code, body := g.rest(t, adminKey, "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "rt", "transport_type": "HTTP", "auto_connect": true,
+		"connection_config": map[string]any{"url": up.srv.URL + "/mcp"},
+		"identity":          map[string]any{"propagate": "assertion", "header": header},
+	})
+	if code != http.StatusCreated {
+		t.Fatalf("register rt: %d %v", code, body)
+	}
+	if id, _ := body["identity"].(map[string]any); id["propagate"] != "assertion" {
+		t.Errorf("the view of rt shows identity %v", body["identity"])
+	}
+	waitFor(t, "rt CONNECTED", func() bool { return g.serverByName(t, adminKey, "rt")["status"] == "CONNECTED" })
+	before := len(up.requests())
+	if code, body := g.rest(t, keyA, "POST", "/api/v1/mcp/invoke", map[string]any{"server_id": "rt", "tool_name": "echo", "params": map[string]any{"text": "rt"}}); code != http.StatusOK || body["success"] != true {
+		t.Fatalf("invoke rt as A: %d %v", code, body)
+	}
+	var rtAssertion string
+	for _, r := range up.requests()[before:] {
+		if r.method == "tools/call" {
+			rtAssertion = r.assertion
+		}
+	}
+	if claims, err := v.verify(rtAssertion, g.url(), up.srv.URL+"/mcp"); err != nil || claims["agent_id"] != "agent-a" {
+		t.Errorf("the runtime server's assertion: %v %v", claims, err)
+	}
+	code, body = g.rest(t, adminKey, "POST", "/api/v1/aggregator/servers", map[string]any{
+		"name": "bad", "transport_type": "SSE", "connection_config": map[string]any{"url": up.srv.URL + "/sse"},
+		"identity": map[string]any{"propagate": "assertion"},
+	})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(body), "servers.bad.identity") {
+		t.Errorf("identity on an sse server through the API: %d %v", code, body)
+	}
+
 	// The verifier can fail: a tampered assertion, another audience.
 	var last string
 	for _, r := range up.requests() {
@@ -221,8 +255,14 @@ servers:
 		}
 	}
 	parts := strings.Split(last, ".")
-	claims, _ := base64.RawURLEncoding.DecodeString(parts[1])
-	forged := strings.Join([]string{parts[0], base64.RawURLEncoding.EncodeToString(bytes.Replace(claims, []byte("agent-b"), []byte("agent-a"), 1)), parts[2]}, ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	var claims map[string]any
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		t.Fatal(err)
+	}
+	claims["agent_id"] = "someone-else"
+	raw, _ = json.Marshal(claims)
+	forged := strings.Join([]string{parts[0], base64.RawURLEncoding.EncodeToString(raw), parts[2]}, ".")
 	if _, err := v.verify(forged, g.url(), up.srv.URL+"/mcp"); !errors.Is(err, jwt.ErrTokenSignatureInvalid) {
 		t.Errorf("a forged assertion: %v, want an invalid signature", err)
 	}

@@ -712,6 +712,7 @@ function serverFormPage(seq, existing) {
       // OAuth sign-in to the server is set in the config or the API; an
       // edit here keeps it.
       if (existing && existing.auth) req.auth = existing.auth;
+      if (existing && existing.identity) req.identity = existing.identity;
       if (v('srv-max-restarts') !== '') req.max_restart_attempts = Number(v('srv-max-restarts'));
       if (v('srv-startup') !== '') req.startup_timeout_seconds = Number(v('srv-startup'));
     } catch (err) {
