@@ -130,7 +130,7 @@ func (e *exchanger) headerFor(ctx context.Context, id authz.Identity) (string, s
 }
 
 func (e *exchanger) token(ctx context.Context, id authz.Identity) (string, error) {
-	now := e.s.ring.clock()
+	now := e.s.clock()
 	e.mu.Lock()
 	c, ok := e.cache[id.ID]
 	e.mu.Unlock()
@@ -204,7 +204,7 @@ func (e *exchanger) exchange(ctx context.Context, id authz.Identity) (string, er
 	if e.bearer && tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "Bearer") {
 		return "", fmt.Errorf("token exchange at %s: token_type %q is not Bearer", e.endpoint, clip(tr.TokenType))
 	}
-	now := e.s.ring.clock()
+	now := e.s.clock()
 	life := time.Duration(tr.ExpiresIn) * time.Second
 	if tr.ExpiresIn <= 0 {
 		life = time.Minute // no expiry said: ask again soon rather than never

@@ -25,6 +25,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/signkeys"
 )
 
 // JWKSPath is where the gateway publishes the keys its assertions are
@@ -36,8 +37,6 @@ const JWKSPath = "/oauth/upstream/jwks"
 // AssertionType is the assertions' typ header: a verifier that checks it
 // cannot take an assertion for another kind of token.
 const AssertionType = "switchboard-identity+jwt"
-
-const alg = "ES256"
 
 // Options configure a [Signer].
 type Options struct {
@@ -59,7 +58,9 @@ type Options struct {
 
 // Signer signs identity assertions and serves their keys.
 type Signer struct {
-	ring   ring
+	ring   *signkeys.Ring
+	clock  func() time.Time
+	log    *slog.Logger
 	issuer string
 	sealed bool
 	httpc  *http.Client
@@ -80,8 +81,14 @@ func New(o Options) *Signer {
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 30 * time.Second}
 	}
-	s := &Signer{issuer: o.Issuer, sealed: o.Keyring != nil, httpc: o.HTTPClient, exchangers: map[string]keyedExchanger{}}
-	s.ring = ring{db: o.Store, seal: o.Keyring, clock: o.Clock, log: o.Logger.With("component", "propagate")}
+	log := o.Logger.With("component", "propagate")
+	s := &Signer{issuer: o.Issuer, sealed: o.Keyring != nil, httpc: o.HTTPClient, exchangers: map[string]keyedExchanger{},
+		clock: o.Clock, log: log}
+	if s.sealed {
+		s.ring = signkeys.New(signkeys.Options{List: o.Store.UpstreamSigningKeys, Create: o.Store.CreateUpstreamSigningKey,
+			Seal: o.Keyring, Clock: o.Clock, Rotation: KeyRotation, Lead: KeyLead, Keep: maxAssertionTTL + keyLeeway,
+			What: "identity signing key", Logger: log})
+	}
 	return s
 }
 
@@ -100,11 +107,11 @@ func (s *Signer) Assertion(ctx context.Context, id authz.Identity, audience stri
 	if id.ID == "" {
 		return "", errors.New("no caller identity to assert")
 	}
-	k, err := s.ring.signer(ctx)
+	k, err := s.ring.Signer(ctx)
 	if err != nil {
 		return "", err
 	}
-	now := s.ring.clock()
+	now := s.clock()
 	claims := jwt.MapClaims{
 		"iss": s.issuer, "sub": id.ID, "aud": audience,
 		"iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(ttl).Unix(),
@@ -123,9 +130,9 @@ func (s *Signer) Assertion(ctx context.Context, id authz.Identity, audience stri
 		claims["auth_method"] = id.Method
 	}
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
-	tok.Header["kid"] = k.row.ID
+	tok.Header["kid"] = k.Row.ID
 	tok.Header["typ"] = AssertionType
-	return tok.SignedString(k.priv)
+	return tok.SignedString(k.Priv)
 }
 
 // For returns what adds the caller's identity to the requests of a server
@@ -165,19 +172,22 @@ func (s *Signer) For(srv *config.Server) func(ctx context.Context, id authz.Iden
 // if there is none (so that a verifier that fetches the keys before the
 // first call finds one).
 func (s *Signer) KeySet(ctx context.Context) ([]byte, error) {
-	keys, err := s.ring.load(ctx, false)
+	if !s.sealed {
+		return signkeys.JWKS(nil, s.clock()) // no key can be kept: none is published
+	}
+	keys, err := s.ring.Load(ctx, false)
 	if err != nil {
 		return nil, err
 	}
-	if len(keys) == 0 && s.sealed {
-		if _, err := s.ring.signer(ctx); err != nil {
+	if len(keys) == 0 {
+		if _, err := s.ring.Signer(ctx); err != nil {
 			return nil, err
 		}
-		if keys, err = s.ring.load(ctx, false); err != nil {
+		if keys, err = s.ring.Load(ctx, false); err != nil {
 			return nil, err
 		}
 	}
-	return jwks(keys, s.ring.clock())
+	return signkeys.JWKS(keys, s.clock())
 }
 
 // ServeHTTP serves the JWKS document at [JWKSPath].
@@ -189,7 +199,7 @@ func (s *Signer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	doc, err := s.KeySet(r.Context())
 	if err != nil {
-		s.ring.log.Warn("identity key set unavailable", "err", err)
+		s.log.Warn("identity key set unavailable", "err", err)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		w.Write([]byte(`{"error":"temporarily_unavailable"}`)) //nolint:errcheck // the client went away
