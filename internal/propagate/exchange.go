@@ -69,7 +69,7 @@ type ExchangeError struct {
 }
 
 func (e *ExchangeError) Error() string {
-	msg := fmt.Sprintf("token exchange refused (HTTP %d)", e.Status)
+	msg := fmt.Sprintf("refused (HTTP %d)", e.Status)
 	if e.Code != "" {
 		msg += ": " + e.Code
 	}
@@ -187,28 +187,11 @@ func (e *exchanger) exchange(ctx context.Context, id authz.Identity) (string, er
 	if len(body) > maxTokenResponse {
 		return "", fmt.Errorf("token exchange at %s: the answer is larger than %d bytes", e.endpoint, maxTokenResponse)
 	}
-	var tr struct {
-		AccessToken      string `json:"access_token"`
-		TokenType        string `json:"token_type"`
-		ExpiresIn        int64  `json:"expires_in"`
-		IssuedTokenType  string `json:"issued_token_type"`
-		Error            string `json:"error"`
-		ErrorDescription string `json:"error_description"`
-	}
-	if err := json.Unmarshal(body, &tr); err != nil && resp.StatusCode == http.StatusOK {
-		return "", fmt.Errorf("token exchange at %s: the answer is not JSON", e.endpoint)
-	}
-	if resp.StatusCode != http.StatusOK || tr.AccessToken == "" {
-		return "", &ExchangeError{Status: resp.StatusCode, Code: clip(tr.Error), Description: clip(tr.ErrorDescription)}
-	}
-	if e.bearer && tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "Bearer") {
-		return "", fmt.Errorf("token exchange at %s: token_type %q is not Bearer", e.endpoint, clip(tr.TokenType))
+	tok, life, err := parseTokenResponse(resp.StatusCode, body, e.bearer)
+	if err != nil {
+		return "", fmt.Errorf("token exchange at %s: %w", e.endpoint, err)
 	}
 	now := e.s.clock()
-	life := time.Duration(tr.ExpiresIn) * time.Second
-	if tr.ExpiresIn <= 0 {
-		life = time.Minute // no expiry said: ask again soon rather than never
-	}
 	renew := now.Add(max(life-exchangeMargin, life/2))
 	e.mu.Lock()
 	if len(e.cache) >= maxCachedTokens {
@@ -221,9 +204,46 @@ func (e *exchanger) exchange(ctx context.Context, id authz.Identity) (string, er
 			clear(e.cache)
 		}
 	}
-	e.cache[id.ID] = cachedToken{value: tr.AccessToken, renew: renew}
+	e.cache[id.ID] = cachedToken{value: tok, renew: renew}
 	e.mu.Unlock()
-	return tr.AccessToken, nil
+	return tok, nil
+}
+
+// maxTokenLife bounds how long an exchanged token is reused, whatever the
+// authorization server says.
+const maxTokenLife = 24 * time.Hour
+
+// parseTokenResponse reads the token endpoint's answer (RFC 6749 §5.1,
+// RFC 8693 §2.2): the token and how long it lives, or the server's refusal
+// as an *ExchangeError. A token must be a bearer token (when bearer) made
+// of visible ASCII, fit for a header.
+func parseTokenResponse(status int, body []byte, bearer bool) (string, time.Duration, error) {
+	var tr struct {
+		AccessToken      string `json:"access_token"`
+		TokenType        string `json:"token_type"`
+		ExpiresIn        int64  `json:"expires_in"`
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	if err := json.Unmarshal(body, &tr); err != nil && status == http.StatusOK {
+		return "", 0, errors.New("the answer is not JSON")
+	}
+	if status != http.StatusOK || tr.AccessToken == "" {
+		return "", 0, &ExchangeError{Status: status, Code: clip(tr.Error), Description: clip(tr.ErrorDescription)}
+	}
+	if bearer && tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "Bearer") {
+		return "", 0, fmt.Errorf("token_type %q is not Bearer", clip(tr.TokenType))
+	}
+	for i := 0; i < len(tr.AccessToken); i++ {
+		if c := tr.AccessToken[i]; c <= ' ' || c >= 0x7f {
+			return "", 0, errors.New("the access token is not visible ASCII")
+		}
+	}
+	life := time.Minute // no expiry said: ask again soon rather than never
+	if tr.ExpiresIn > 0 {
+		life = time.Duration(min(tr.ExpiresIn, int64(maxTokenLife/time.Second))) * time.Second
+	}
+	return tr.AccessToken, life, nil
 }
 
 // clip bounds a text the authorization server chose, for an error.
