@@ -57,6 +57,9 @@ type Server struct {
 	Credentials string `json:"credentials,omitempty"`
 	// UserSessionIdleSeconds is the definition's user_session_idle_seconds.
 	UserSessionIdleSeconds float64 `json:"user_session_idle_seconds,omitempty"`
+	// Identity is how the caller's identity is forwarded to the server;
+	// it holds no secret.
+	Identity *config.ServerIdentity `json:"identity,omitempty"`
 	// The definition's restart policy; unset fields follow the settings.
 	RestartOnFailure      *bool          `json:"restart_on_failure,omitempty"`
 	MaxRestartAttempts    *int           `json:"max_restart_attempts,omitempty"`

@@ -76,6 +76,9 @@ type registerRequest struct {
 	// UserSessionIdleSeconds closes a caller's own session to a per_user
 	// server after this long without calls (user_session_idle_seconds).
 	UserSessionIdleSeconds float64 `json:"user_session_idle_seconds"`
+	// Identity forwards who the caller is to an http server
+	// (servers.NAME.identity; client_secret_env names a variable).
+	Identity *config.ServerIdentity `json:"identity"`
 	// The restart policy; left out, the settings' defaults apply.
 	RestartOnFailure      *bool   `json:"restart_on_failure"`
 	MaxRestartAttempts    *int    `json:"max_restart_attempts"`
@@ -168,6 +171,7 @@ func serverDef(req registerRequest) *config.Server {
 		Auth:               req.Auth,
 		Credentials:        req.Credentials,
 		UserSessionIdle:    config.Seconds(time.Duration(req.UserSessionIdleSeconds * float64(time.Second))),
+		Identity:           req.Identity,
 		RestartOnFailure:   req.RestartOnFailure,
 		MaxRestartAttempts: req.MaxRestartAttempts,
 		StartupTimeout:     config.Seconds(time.Duration(req.StartupTimeoutSeconds * float64(time.Second))),

@@ -11,6 +11,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/audit"
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 )
 
 const (
@@ -51,6 +52,10 @@ type RegisterRequest struct {
 	// PinDefinitions false turns tool-definition pinning off for the
 	// server; nil means the default (on).
 	PinDefinitions *bool `json:"pin_definitions,omitempty"`
+	// Auth makes the gateway the server's OAuth client (http, sse); nil
+	// for none. It names the variable with the client secret, never the
+	// secret.
+	Auth *config.ServerAuth `json:"auth,omitempty"`
 }
 
 // ConnectionConfig says how to reach a server registered at runtime.

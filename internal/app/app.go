@@ -31,6 +31,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/identity"
 	"github.com/switchboard-mcp/switchboard/internal/invoke"
 	"github.com/switchboard-mcp/switchboard/internal/pinning"
+	"github.com/switchboard-mcp/switchboard/internal/propagate"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/servers"
 	"github.com/switchboard-mcp/switchboard/internal/store"
@@ -99,6 +100,9 @@ type App struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	startOnce sync.Once
+
+	// propagate signs the identity assertions of servers with identity.
+	propagate *propagate.Signer
 }
 
 // New opens the store and builds the components, leaves first: each is
@@ -206,8 +210,9 @@ func New(ctx context.Context, cfg *config.Config, opts *Options) (*App, error) {
 	a.upAuth = upstreamauth.NewSet(upstreamauth.SetOptions{PublicURL: upstreamauth.PublicURL(cfg, a.scheme(), listen), Definition: func(n string) (*config.Server, error) { return a.ups.Config(n) },
 		Authorizer: upstreamauth.Options{Store: db, Keyring: keys, HTTPClient: guard.Client(30 * time.Second), Logger: log}, OnAuthorized: func(n string) { _, _ = a.reg.Connect(bg, n, false) },
 		OnUserLinked: a.userLinked})
+	a.propagate = newPropagate(db, keys, upstreamauth.PublicURL(cfg, a.scheme(), listen), guard.Client(30*time.Second), log)
 	uo := &upstream.Options{
-		Logger: log, OAuth: a.upAuth.For,
+		Logger: log, OAuth: a.upAuth.For, Identity: a.identityHeader,
 		UserCredential: a.userCredential, DiscoveryCredential: a.discoveryCredential,
 		SelfExecutable: o.SelfExecutable,
 		Getenv:         o.Getenv,
@@ -381,6 +386,7 @@ func (a *App) Handler() http.Handler {
 	// to the request, a CSRF token, an Origin check).
 	outer := http.NewServeMux()
 	a.upAuth.Register(outer)
+	outer.Handle(propagate.JWKSPath, a.propagate)
 	if md := a.sec.authn.MetadataHandler(); md != nil {
 		outer.Handle(identity.MetadataPath, md)
 		outer.Handle(identity.MetadataPath+"/", md)

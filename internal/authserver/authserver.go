@@ -215,7 +215,7 @@ func New(db *store.DB, seal *secrets.Keyring, cfg Config, opts *Options) (*Serve
 		origin: origin, secure: origin.Scheme == "https", docFetch: map[string]*docCall{},
 		listening: make(chan struct{}),
 	}
-	s.keys = &keyCache{s: s}
+	s.keys = newKeyCache(s)
 	s.grants = &grantCache{entries: map[string]grantEntry{}}
 	if cfg.Upstream != nil {
 		s.upstream = &upstream{cfg: *cfg.Upstream, s: s}

@@ -596,7 +596,7 @@ func TestNoSecretsInStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(k.priv)
+	der, err := x509.MarshalPKCS8PrivateKey(k.Priv)
 	if err != nil {
 		t.Fatal(err)
 	}

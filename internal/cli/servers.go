@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/api"
 	"github.com/switchboard-mcp/switchboard/internal/apiclient"
+	"github.com/switchboard-mcp/switchboard/internal/config"
 )
 
 func newStatus(e *env) *cobra.Command {
@@ -101,6 +102,7 @@ func newServersAdd(r *remote) *cobra.Command {
 		transport, command, url, cwd, description, prefix, defaultAccess string
 		args, envs, secretEnvs, headers                                  []string
 		connect, pin                                                     bool
+		auth                                                             config.ServerAuth
 	)
 	cmd := &cobra.Command{
 		Use:   "add <name>",
@@ -113,6 +115,12 @@ its secret key (local mode makes one on first use), or, given as '${VAR}',
 reads them from its own environment when it starts the server. Header values
 (--header) are secrets too.
 
+--auth oauth makes the gateway the server's OAuth client (http, sse): the
+--auth-* flags are the fields of a config file's auth section, and the
+client secret is given by the NAME of a variable of the gateway's
+environment (--auth-client-secret-env), never by value. A server that needs
+a person's approval is then NEEDS_AUTH until "switchboard servers auth NAME".
+
 The first start of an npx, uvx, bunx, pnpm dlx, or docker/podman run command
 may download the server: until it first connects it is given 4 times
 startup_timeout_seconds, and "switchboard status" shows
@@ -120,7 +128,8 @@ startup_timeout_seconds, and "switchboard status" shows
 		Example: `  switchboard servers add fs --transport stdio --command npx --arg -y --arg @modelcontextprotocol/server-filesystem --arg /tmp --connect
   switchboard servers add memory --command npx --arg -y --arg @modelcontextprotocol/server-memory --env MEMORY_FILE_PATH=/tmp/memory.jsonl --connect
   switchboard servers add gh --command github-mcp-server --arg stdio --secret-env GITHUB_PERSONAL_ACCESS_TOKEN='${GITHUB_TOKEN}'
-  switchboard servers add remote --transport http --url https://mcp.example.com/mcp`,
+  switchboard servers add remote --transport http --url https://mcp.example.com/mcp
+  switchboard servers add gh --transport http --url https://api.githubcopilot.com/mcp/ --auth oauth --auth-client-id Ov23liExample --auth-client-secret-env GITHUB_MCP_CLIENT_SECRET --auth-scope repo --connect`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			transport = strings.ToLower(transport)
@@ -153,11 +162,25 @@ startup_timeout_seconds, and "switchboard status" shows
 			if err != nil {
 				return err
 			}
+			authSet := false
+			for _, name := range []string{"auth-grant", "auth-client-id", "auth-client-secret-env", "auth-client-metadata-url",
+				"auth-token-endpoint-auth-method", "auth-scope", "auth-issuer", "auth-refresh-margin-seconds"} {
+				authSet = authSet || cmd.Flags().Changed(name)
+			}
+			var authReq *config.ServerAuth
+			switch {
+			case auth.Type == "" && authSet:
+				return usageError{fmt.Errorf("the --auth-* flags need --auth oauth")}
+			case auth.Type != "" && auth.Type != config.AuthTypeOAuth:
+				return usageError{fmt.Errorf("--auth %q: want oauth", auth.Type)}
+			case auth.Type != "":
+				authReq = &auth
+			}
 			c, err := r.client()
 			if err != nil {
 				return err
 			}
-			req := apiclient.RegisterRequest{Name: a[0], Description: description, TransportType: transport,
+			req := apiclient.RegisterRequest{Auth: authReq, Name: a[0], Description: description, TransportType: transport,
 				ConnectionConfig: apiclient.ConnectionConfig{Command: command, Args: args, Env: env, PlainEnv: plainEnv, Cwd: cwd, URL: url, Headers: hdrs},
 				AutoConnect:      &connect, DefaultAccess: defaultAccess}
 			if cmd.Flags().Changed("prefix") {
@@ -196,6 +219,15 @@ startup_timeout_seconds, and "switchboard status" shows
 	f.StringVar(&description, "description", "", "what the server is for")
 	f.StringVar(&prefix, "prefix", "", "namespace prefix of its tools (default the server's name; \"\" for none)")
 	f.StringVar(&defaultAccess, "default-access", "", "who may call its tools without a grant: allow or deny")
+	f.StringVar(&auth.Type, "auth", "", "oauth: the gateway is the server's OAuth client (http, sse)")
+	f.StringVar(&auth.Grant, "auth-grant", "", "authorization_code (default) or client_credentials")
+	f.StringVar(&auth.ClientID, "auth-client-id", "", "a client registered with the authorization server (default: dynamic registration)")
+	f.StringVar(&auth.ClientSecretEnv, "auth-client-secret-env", "", "NAME of the gateway's environment variable holding the client secret")
+	f.StringVar(&auth.ClientMetadataURL, "auth-client-metadata-url", "", "HTTPS URL of the gateway's client ID metadata document")
+	f.StringVar(&auth.TokenEndpointAuthMethod, "auth-token-endpoint-auth-method", "", "client_secret_basic, client_secret_post or none")
+	f.StringArrayVar(&auth.Scopes, "auth-scope", nil, "scope to ask for, repeatable (default: what the server asks for)")
+	f.StringVar(&auth.Issuer, "auth-issuer", "", "the only authorization server the credentials may be used with")
+	f.IntVar(&auth.RefreshMarginSeconds, "auth-refresh-margin-seconds", 0, "refresh this long before expiry (default 60)")
 	f.BoolVar(&connect, "connect", false, "connect right away")
 	f.BoolVar(&pin, "pin-definitions", true, "quarantine a tool whose definition changes until an admin approves it; =false applies changes as they come")
 	r.registerOutput(cmd)

@@ -254,6 +254,9 @@ type Server struct {
 	// tool and quarantines a tool whose definition changes until an admin
 	// approves it; false applies changes as they come.
 	PinDefinitions *bool `json:"pin_definitions,omitempty" yaml:"pin_definitions"`
+	// Identity forwards who the caller is to an http server (package
+	// propagate); nil = not.
+	Identity *ServerIdentity `json:"identity,omitempty" yaml:"identity,omitempty"`
 
 	// Lifecycle overrides of the settings of the same name; nil or zero =
 	// the setting.
@@ -289,6 +292,9 @@ type Server struct {
 	resolved map[string]string
 	// authSecret is the value of Auth.ClientSecretEnv read by Expand. SECRET.
 	authSecret string
+	// identitySecret is the value of Identity.ClientSecretEnv read by
+	// Expand. SECRET.
+	identitySecret string
 }
 
 // ResolvedHeaders returns the headers to send upstream: Headers plus
@@ -352,6 +358,11 @@ func (s *Server) Clone() *Server {
 		a := *s.Auth
 		a.Scopes = slices.Clone(s.Auth.Scopes)
 		c.Auth = &a
+	}
+	if s.Identity != nil {
+		id := *s.Identity
+		id.Scopes = slices.Clone(s.Identity.Scopes)
+		c.Identity = &id
 	}
 	if s.HealthCheck != nil {
 		h := *s.HealthCheck
@@ -475,6 +486,9 @@ func (s *Server) Redacted() *Server {
 	}
 	if c.authSecret != "" {
 		c.authSecret = redactedValue
+	}
+	if c.identitySecret != "" {
+		c.identitySecret = redactedValue
 	}
 	c.URL = redactURL(c.URL)
 	c.HealthCheckURL = redactURL(c.HealthCheckURL)

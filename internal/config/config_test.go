@@ -1625,6 +1625,7 @@ func TestServerJSONRoundTrip(t *testing.T) {
 		Pos:     map[string]Pos{"": {1, 1}},
 	}
 	s.Credentials, s.UserSessionIdle = CredentialsPerUser, Seconds(time.Minute)
+	s.Identity = &ServerIdentity{Propagate: PropagateAssertion, Header: "X-Who", Audience: "https://a", TTLSeconds: 30}
 	js, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)

@@ -191,6 +191,7 @@ func validateServer(s *Server) []problem {
 	probs = append(probs, validateLifecycle(s)...)
 	probs = append(probs, validateServerAuth(s)...)
 	probs = append(probs, validateCredentials(s)...)
+	probs = append(probs, validateServerIdentity(s)...)
 
 	if strings.ContainsRune(s.Command, 0) {
 		add("command", "must not contain a NUL byte")
@@ -463,12 +464,17 @@ func (s *Server) expand(getenv func(string) string) []problem {
 	if s.Auth != nil && s.Auth.ClientSecretEnv != "" && envNameRE.MatchString(s.Auth.ClientSecretEnv) {
 		authSecret, _ = lookup("auth.client_secret_env", s.Auth.ClientSecretEnv)
 	}
+	var identitySecret string
+	if s.Identity != nil && s.Identity.ClientSecretEnv != "" && envNameRE.MatchString(s.Identity.ClientSecretEnv) {
+		identitySecret, _ = lookup("identity.client_secret_env", s.Identity.ClientSecretEnv)
+	}
 
 	if len(probs) > 0 {
 		return probs
 	}
 	s.Env, s.Headers = env, headers
 	s.authSecret = authSecret
+	s.identitySecret = identitySecret
 	s.resolved = nil
 	if len(resolved) > 0 {
 		s.resolved = resolved

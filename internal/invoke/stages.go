@@ -417,6 +417,11 @@ func (p *Pipeline) attemptTool(ctx context.Context, c Call, tool catalog.Tool, s
 	if len(c.Arguments) > 0 {
 		params.Arguments = c.Arguments
 	}
+	if id, ok := authz.IdentityFrom(ctx); !ok || id.ID != c.Identity.ID {
+		// The upstream transport reads the caller from the context
+		// (identity propagation); not every front puts it there.
+		ctx = authz.WithIdentity(ctx, c.Identity)
+	}
 	safe := c.IdempotencyKey != "" || retrySafe(tool)
 	var budget RetryBudget
 	if p.budget != nil {

@@ -1115,6 +1115,7 @@ func (r *Registry) view(rec *record, snap *catalog.Snapshot) api.Server {
 		DefaultAccess:  rec.access(),
 		PinDefinitions: def.PinDefinitions,
 		Auth:           def.Auth,
+		Identity:       def.Identity,
 
 		RestartOnFailure:      def.RestartOnFailure,
 		MaxRestartAttempts:    def.MaxRestartAttempts,

@@ -675,11 +675,22 @@ type OAuthSigningKey struct {
 // CreateOAuthSigningKey stores k. A taken ID or generation is an error
 // wrapping [ErrConflict]: another replica rotated first.
 func (db *DB) CreateOAuthSigningKey(ctx context.Context, k OAuthSigningKey) error {
+	return db.createSigningKey(ctx, "oauth_signing_keys", "OAuth signing key", k)
+}
+
+// OAuthSigningKeys lists the signing keys, oldest generation first.
+func (db *DB) OAuthSigningKeys(ctx context.Context) ([]OAuthSigningKey, error) {
+	return db.signingKeys(ctx, "oauth_signing_keys", "OAuth signing keys")
+}
+
+// createSigningKey stores k in table (oauth_signing_keys or
+// upstream_signing_keys, of the same shape); what names it in errors.
+func (db *DB) createSigningKey(ctx context.Context, table, what string, k OAuthSigningKey) error {
 	if k.ID == "" || k.PrivateKey == "" || len(k.PublicJWK) == 0 || k.ActiveFrom.IsZero() || k.RetireAt.IsZero() || k.ExpiresAt.IsZero() {
-		return fmt.Errorf("creating OAuth signing key: id, keys and times are required: %w", ErrInvalid)
+		return fmt.Errorf("creating %s: id, keys and times are required: %w", what, ErrInvalid)
 	}
 	err := db.atomic(ctx, func(q querier) error {
-		_, err := q.ExecContext(ctx, `INSERT INTO oauth_signing_keys (id, generation, alg, private_key, public_jwk, created_at,
+		_, err := q.ExecContext(ctx, `INSERT INTO `+table+` (id, generation, alg, private_key, public_jwk, created_at,
 			active_from, retire_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			k.ID, k.Generation, k.Alg, k.PrivateKey, string(k.PublicJWK), toNanos(normalize(k.CreatedAt)),
 			toNanos(k.ActiveFrom), toNanos(k.RetireAt), toNanos(k.ExpiresAt))
@@ -687,19 +698,19 @@ func (db *DB) CreateOAuthSigningKey(ctx context.Context, k OAuthSigningKey) erro
 	})
 	if err != nil {
 		if db.dialect.isConflict(err) {
-			return fmt.Errorf("creating OAuth signing key generation %d: %w", k.Generation, ErrConflict)
+			return fmt.Errorf("creating %s generation %d: %w", what, k.Generation, ErrConflict)
 		}
-		return fmt.Errorf("creating OAuth signing key generation %d: %w", k.Generation, err)
+		return fmt.Errorf("creating %s generation %d: %w", what, k.Generation, err)
 	}
 	return nil
 }
 
-// OAuthSigningKeys lists the signing keys, oldest generation first.
-func (db *DB) OAuthSigningKeys(ctx context.Context) ([]OAuthSigningKey, error) {
+// signingKeys lists the keys of table, oldest generation first.
+func (db *DB) signingKeys(ctx context.Context, table, what string) ([]OAuthSigningKey, error) {
 	rows, err := db.reader().QueryContext(ctx, `SELECT id, generation, alg, private_key, public_jwk, created_at, active_from,
-		retire_at, expires_at FROM oauth_signing_keys ORDER BY generation`)
+		retire_at, expires_at FROM `+table+` ORDER BY generation`)
 	if err != nil {
-		return nil, fmt.Errorf("listing OAuth signing keys: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", what, err)
 	}
 	defer rows.Close()
 	out := []OAuthSigningKey{}
@@ -708,14 +719,14 @@ func (db *DB) OAuthSigningKeys(ctx context.Context) ([]OAuthSigningKey, error) {
 		var jwk string
 		var created, active, retire, expires int64
 		if err := rows.Scan(&k.ID, &k.Generation, &k.Alg, &k.PrivateKey, &jwk, &created, &active, &retire, &expires); err != nil {
-			return nil, fmt.Errorf("listing OAuth signing keys: %w", err)
+			return nil, fmt.Errorf("listing %s: %w", what, err)
 		}
 		k.PublicJWK = json.RawMessage(jwk)
 		k.CreatedAt, k.ActiveFrom, k.RetireAt, k.ExpiresAt = fromNanos(created), fromNanos(active), fromNanos(retire), fromNanos(expires)
 		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing OAuth signing keys: %w", err)
+		return nil, fmt.Errorf("listing %s: %w", what, err)
 	}
 	return out, nil
 }

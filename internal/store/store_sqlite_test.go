@@ -183,7 +183,7 @@ func TestAppliedMigrations(t *testing.T) {
 			t.Errorf("migration %s has no AppliedAt", m.Version)
 		}
 	}
-	if diff := cmp.Diff([]string{"0001_servers_tools_history", "0002_keys_grants_tokens_breakers_audit", "0003_replicas", "0004_idempotency", "0005_tool_pins", "0006_workspace_access", "0007_default_access_overrides", "0008_escalations_approvals", "0009_oauth_server", "0010_upstream_tokens"}, versions); diff != "" {
+	if diff := cmp.Diff([]string{"0001_servers_tools_history", "0002_keys_grants_tokens_breakers_audit", "0003_replicas", "0004_idempotency", "0005_tool_pins", "0006_workspace_access", "0007_default_access_overrides", "0008_escalations_approvals", "0009_oauth_server", "0010_upstream_tokens", "0012_upstream_signing_keys"}, versions); diff != "" {
 		t.Errorf("applied migrations (-want +got):\n%s", diff)
 	}
 }

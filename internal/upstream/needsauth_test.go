@@ -74,13 +74,14 @@ func serveProtected(t *testing.T, transport string) string {
 }
 
 // TestNeedsAuth checks the NEEDS_AUTH state: an OAuth handler's
-// AuthRequired error, at connect, on a call or on a health probe, stops
+// AuthRequired error, at connect, on a call (on the shared session, or on
+// the session a classic client's call opens) or on a health probe, stops
 // the server with its reason and without a restart, and an operator's
 // connect after the authorization brings it back.
 func TestNeedsAuth(t *testing.T) {
 	for _, transport := range []string{config.TransportHTTP, config.TransportSSE} {
 		t.Run(transport, func(t *testing.T) {
-			for _, when := range []string{"call", "probe"} {
+			for _, when := range []string{"call", "peer", "probe"} {
 				t.Run(when, func(t *testing.T) { testNeedsAuth(t, transport, when) })
 			}
 		})
@@ -139,6 +140,15 @@ func testNeedsAuth(t *testing.T, transport, when string) {
 	switch when {
 	case "call":
 		_, err := m.CallTool(t.Context(), "remote", &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+		if err == nil {
+			t.Fatal("a call went through with a refused grant")
+		}
+		wantNeedsAuth(err, refused)
+	case "peer":
+		// A classic client's call opens its own session first: the
+		// refusal comes from that session's initialize.
+		ctx := upstream.WithPeer(t.Context(), newPeer("after-refusal", allCaps))
+		_, err := m.CallTool(ctx, "remote", &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
 		if err == nil {
 			t.Fatal("a call went through with a refused grant")
 		}

@@ -309,6 +309,10 @@ func (s *supervisor) connectPeer(sess *session, ps *peerSession) (*mcp.ClientSes
 		if usesNewProtocol(sess.cs) && ctx.Err() == nil && answered(err) {
 			return nil, noClassic(msg)
 		}
+		if authReason(err) != "" {
+			// Kept reachable: the relay puts the server in NEEDS_AUTH.
+			return nil, &relayError{msg: msg, err: err}
+		}
 		return nil, errors.New(msg)
 	}
 	if usesNewProtocol(cs) && usesNewProtocol(sess.cs) {
@@ -362,6 +366,12 @@ func (s *supervisor) httpTransportAs(lifetime context.Context, r *router, cred *
 	client.Transport = &eventTransport{base: bounded, r: r, maxEvent: s.lc.maxResult + maxEventOverhead}
 	if s.opts.Tracer != nil {
 		client.Transport = &traceTransport{base: client.Transport}
+	}
+	if s.opts.Identity != nil && !legacy {
+		if assert := s.opts.Identity(s.cfg); assert != nil && s.cfg.Identity != nil {
+			client.Transport = &identityTransport{base: client.Transport, host: u.Host,
+				header: s.cfg.Identity.IdentityHeader(), assert: assert}
+		}
 	}
 	var oauth auth.OAuthHandler
 	switch {

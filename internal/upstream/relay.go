@@ -134,6 +134,12 @@ func relayOn[R any](ctx context.Context, s *supervisor, sess *session, server st
 		case errors.Is(err, errNoClassic):
 			// On the shared session, as every later call of a classic client.
 		case err != nil:
+			if reason := authReason(err); reason != "" {
+				// Opening the caller's own session needed a token the
+				// gateway could not get: as for a call, below.
+				s.requireAuth(ctx, sess, sess.redact.String(reason))
+				return zero, unavailable(err), stepDone
+			}
 			if ctx.Err() == nil && sess.ctx.Err() != nil && s.lost(ctx, sess, err) {
 				return zero, unavailable(err), stepDone
 			}

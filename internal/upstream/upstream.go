@@ -381,6 +381,11 @@ type Options struct {
 	// UserSessionIdle is how long a per_user server's session of one
 	// caller stays open without calls; default PeerSessionIdle.
 	UserSessionIdle time.Duration
+	// Identity, if set, returns what tells an http server with an
+	// `identity` section who the caller of each request is (nil for
+	// none): its header goes on every request a caller's call makes
+	// (package propagate).
+	Identity func(srv *config.Server) IdentityHeader
 	// Tracer, if set, makes a client span of every request relayed to a
 	// server and propagates its trace context: in the request's _meta
 	// (every transport) and in the traceparent header (sse/http). nil:

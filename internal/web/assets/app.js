@@ -490,13 +490,15 @@ async function serverPage(name, seq) {
     act('Restart', async () => { await api('POST', path + '/disconnect'); await api('POST', path + '/connect'); return 'Restarted: connecting again.'; }),
     act('Discover', async () => { const r = await api('POST', path + '/discover'); return `Discovered ${r.tool_count} tools.`; }));
 
+  // A per_user server's accounts are linked by each caller (accountBox).
+  const authBox = s.auth && s.credentials !== 'per_user' ? upstreamAuthPanel(s, path, seq, later) : null;
   const editBox = s.source === 'api' || s.default_access ? serverEditPanel(s, path) : null;
   const accountBox = s.credentials === 'per_user' ? accountPanel(s) : null;
   const h = page('', );
   put(h, el('a', { href: '#/servers', class: 'muted', 'aria-label': 'Back to servers' }, 'Servers /'), ' ', s.name, ' ', statusBox);
   add(main, 
     s.description ? el('p', {}, s.description) : null,
-    actions, result, editBox, accountBox,
+    actions, result, authBox, editBox, accountBox,
     el('div', { class: 'grid2' },
       el('section', { 'aria-labelledby': 'h-details' }, el('h2', { id: 'h-details' }, 'Details'), details),
       el('section', { 'aria-labelledby': 'h-tools' }, el('h2', { id: 'h-tools' }, 'Tools'), toolsBox)),
@@ -601,6 +603,66 @@ function accountPanel(s) {
     status, el('div', { class: 'actions', role: 'group', 'aria-label': 'Account actions' }, linkBtn, unlinkBtn), form, note, others);
   load();
   return box;
+}
+
+// upstreamAuthPanel is the OAuth authorization of a server with `auth`
+// (docs/auth.md, "Upstream servers"): the stored grant (never a token),
+// and a Connect button that starts the flow. For the authorization-code
+// grant it shows the authorization server's page as a link to open, then
+// follows the flow until the gateway's callback ends it; a client
+// credentials grant is fetched at once. onDone refreshes the page.
+function upstreamAuthPanel(s, path, seq, onDone) {
+  const info = el('div', { id: 'upstream-auth', 'aria-live': 'polite' });
+  const show = (f) => {
+    const g = f.grant || {};
+    const rows = [
+      ['Grant', g.authorized ? `authorized (${g.type || 'oauth'})` : 'not authorized'],
+      g.issuer ? ['Issuer', g.issuer] : null,
+      g.expires_at ? ['Token expires', fmtTime(g.expires_at)] : null,
+      g.scopes && g.scopes.length ? ['Scopes', g.scopes.join(' ')] : null,
+      g.problem ? ['Problem', el('span', { class: 's-ERROR' }, g.problem)] : null,
+      f.state ? ['Last authorization', el('span', { 'data-field': 'flow-state' }, f.state + (f.error ? `: ${f.error}` : ''))] : null,
+    ].filter(Boolean);
+    const parts = [el('dl', { class: 'props' }, rows.map(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]))];
+    if (f.state === 'pending' && f.authorization_url) {
+      parts.push(el('p', {}, el('a', { href: f.authorization_url, target: '_blank', rel: 'noopener noreferrer', id: 'upstream-auth-link' },
+        'Open the authorization page'), ' and approve there; this page follows the result.'));
+    }
+    put(info, parts);
+  };
+  let polls = 0;
+  const poll = async () => {
+    if (!current(seq)) return;
+    try {
+      const f = await api('GET', path + '/auth');
+      if (!current(seq)) return;
+      show(f);
+      // An operator has ten minutes to approve, as the gateway's flow.
+      if (f.state === 'pending' && ++polls < 600) setTimeout(poll, 1000);
+      else onDone();
+    } catch (err) { put(info, message(describe(err))); }
+  };
+  const connect = el('button', { type: 'button', class: s.status === 'NEEDS_AUTH' ? 'primary' : 'secondary', id: 'upstream-auth-start' }, 'Connect with OAuth');
+  connect.addEventListener('click', async () => {
+    connect.disabled = true;
+    try {
+      const f = await api('POST', path + '/auth');
+      show(f);
+      polls = 0;
+      if (f.state === 'pending') setTimeout(poll, 1000);
+      else onDone();
+    } catch (err) {
+      noteForbidden(err);
+      put(info, message(`Connect failed: ${describe(err)}`));
+    } finally { connect.disabled = false; }
+  });
+  api('GET', path + '/auth').then((f) => { if (current(seq)) show(f); }).catch((err) => { noteForbidden(err); });
+  return el('section', { class: 'admin-only', 'aria-labelledby': 'h-upstream-auth' },
+    el('h2', { id: 'h-upstream-auth' }, 'Authorization (OAuth)'),
+    el('p', { class: 'muted' }, s.status === 'NEEDS_AUTH'
+      ? 'The gateway holds no usable grant for this server: connect it to an account at its authorization server.'
+      : 'The gateway signs in to this server with OAuth; connect again to replace the grant.'),
+    connect, info);
 }
 
 // ---- adding, editing and removing servers -----------------------------------
@@ -737,6 +799,7 @@ function serverFormPage(seq, existing) {
       // OAuth sign-in to the server is set in the config or the API; an
       // edit here keeps it.
       if (existing && existing.auth) req.auth = existing.auth;
+      if (existing && existing.identity) req.identity = existing.identity;
       if (v('srv-max-restarts') !== '') req.max_restart_attempts = Number(v('srv-max-restarts'));
       if (v('srv-startup') !== '') req.startup_timeout_seconds = Number(v('srv-startup'));
     } catch (err) {

@@ -1,0 +1,278 @@
+package upstreamoauth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/app"
+	"github.com/switchboard-mcp/switchboard/internal/config"
+)
+
+// testSecretKey is the gateways' SWITCHBOARD_SECRET_KEY (base64 of 32 bytes).
+const testSecretKey = "c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQta2V5LTMyYnk="
+
+// adminKey is the gateways' SWITCHBOARD_ADMIN_KEY in mode keys.
+const adminKey = "e2e-admin-bootstrap-key"
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+// npmModule returns the path of an installed npm file under testdata/npm,
+// or skips the test when the pinned packages are not installed
+// (SWITCHBOARD_REQUIRE_NPM=1 makes that a failure).
+func npmModule(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", rel)
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
+			t.Fatalf("%s is not installed (run `make npm`)", rel)
+		}
+		t.Skipf("%s not installed; run `make npm`", rel)
+	}
+	return p
+}
+
+// nodeBin is the pinned Node.js.
+func nodeBin(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(npmModule(t, "node"), "bin", "node")
+	if _, err := exec.LookPath(p); err != nil {
+		t.Skipf("node: %v", err)
+	}
+	return p
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// gateway is a running gateway under test.
+type gateway struct {
+	app  *app.App
+	srv  *httptest.Server
+	logs *syncBuffer
+}
+
+func (g *gateway) url() string { return g.srv.URL }
+
+// startGateway parses yaml (settings.listen is set to the gateway's real
+// address, so that the URLs it gives out reach it) and serves a gateway on
+// storeDSN (a SQLite path or a PostgreSQL DSN).
+func startGateway(t testing.TB, yaml string, env map[string]string, storeDSN string) *gateway {
+	t.Helper()
+	return startGatewayOn(t, listen(t), yaml, env, storeDSN)
+}
+
+// listen opens a loopback listener, for a gateway whose URL must be known
+// before it starts.
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// startGatewayOn is startGateway serving on ln.
+func startGatewayOn(t testing.TB, ln net.Listener, yaml string, env map[string]string, storeDSN string) *gateway {
+	t.Helper()
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		switch k {
+		case "SWITCHBOARD_SECRET_KEY":
+			return testSecretKey
+		case "SWITCHBOARD_ADMIN_KEY":
+			return adminKey
+		}
+		return os.Getenv(k)
+	}
+	yaml = strings.Replace(yaml, "LISTEN", ln.Addr().String(), 1)
+	cfg, err := config.Parse("e2e.yaml", []byte(yaml), getenv)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	cfg.Settings.Store = storeDSN
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0]})
+	if err != nil {
+		t.Fatalf("app.New: %v", err)
+	}
+	// Serving before the servers connect, as `switchboard serve` does: an
+	// authorization server may fetch the gateway's keys (token exchange)
+	// while the gateway connects.
+	srv := httptest.NewUnstartedServer(a.Handler())
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	a.StartAndWait()
+	g := &gateway{app: a, srv: srv, logs: logs}
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close(context.Background())
+		if t.Failed() {
+			t.Logf("gateway %s logs:\n%s", g.url(), logs.String())
+		}
+	})
+	return g
+}
+
+// rest does one REST request as key ("" for none) and decodes the answer.
+func (g *gateway) rest(t testing.TB, key, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	code, out, err := g.tryRest(t.Context(), key, method, path, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, out
+}
+
+func (g *gateway) tryRest(ctx context.Context, key, method, path string, body any) (int, map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, g.url()+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return resp.StatusCode, out, nil
+}
+
+// serverByName finds a server in GET /api/v1/aggregator/servers.
+func (g *gateway) serverByName(t testing.TB, key, name string) map[string]any {
+	t.Helper()
+	_, body := g.rest(t, key, "GET", "/api/v1/aggregator/servers", nil)
+	list, _ := body["servers"].([]any)
+	for _, s := range list {
+		if m, _ := s.(map[string]any); m["name"] == name {
+			return m
+		}
+	}
+	t.Fatalf("server %q not listed: %v", name, body)
+	return nil
+}
+
+// newKey creates an API key for agent, with a workspace policy (so that it
+// needs no grant for a server whose default access is allow).
+func (g *gateway) newKey(t testing.TB, agent string) string {
+	t.Helper()
+	key, _ := g.newKeyID(t, agent)
+	return key
+}
+
+// newKeyID is newKey, with the identity id its caller has ("key:<id>").
+func (g *gateway) newKeyID(t testing.TB, agent string) (key, identity string) {
+	t.Helper()
+	code, body := g.rest(t, adminKey, "POST", "/api/v1/keys", map[string]any{"agent_id": agent, "workspace_policy": true})
+	key, _ = body["key"].(string)
+	id, _ := body["id"].(string)
+	if (code != http.StatusCreated && code != http.StatusOK) || key == "" || id == "" {
+		t.Fatalf("create key for %s: %d %v", agent, code, body)
+	}
+	return key, "key:" + id
+}
+
+type bearer struct{ key string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// connect opens an MCP session to the gateway's /mcp as key.
+func (g *gateway) connect(t testing.TB, key string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: g.url() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{key}}}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// textOf is the text content of a result.
+func textOf(res *mcp.CallToolResult) string {
+	var sb strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			sb.WriteString(tc.Text)
+		}
+	}
+	return sb.String()
+}
+
+// waitFor polls cond every 50 ms until it holds, or fails after a minute.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// replaceOnce replaces the first old in s, which must be there.
+func replaceOnce(s, old, new string) string {
+	if !strings.Contains(s, old) {
+		panic("replaceOnce: " + old + " not found")
+	}
+	return strings.Replace(s, old, new, 1)
+}
