@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -101,24 +102,12 @@ You act as the identity of your API key (SWITCHBOARD_API_KEY).`,
 			if noWait {
 				return nil
 			}
-			if f.State == api.FlowPending {
-				fmt.Fprintln(out, "waiting for the authorization...")
-			}
-			deadline := time.NewTimer(timeout)
-			defer deadline.Stop()
-			tick := time.NewTicker(authPollInterval)
-			defer tick.Stop()
-			for f.State == api.FlowPending {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-deadline.C:
-					return fmt.Errorf("%s: no answer from the authorization server after %s (run the command again to start over)", f.Server, timeout)
-				case <-tick.C:
-				}
-				if f, err = c.AccountLink(ctx, server); err != nil {
-					return explain(err, "linking accounts")
-				}
+			f, err = waitFlow(ctx, out, f, timeout, func(ctx context.Context) (api.UpstreamAuthFlow, error) {
+				f, err := c.AccountLink(ctx, server)
+				return f, explain(err, "linking accounts")
+			})
+			if err != nil {
+				return err
 			}
 			if f.State == api.FlowFailed {
 				return fmt.Errorf("%s: linking failed: %s", f.Server, f.Error)

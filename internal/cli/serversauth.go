@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -54,24 +56,12 @@ the gateway for 10 minutes).`,
 			if noWait {
 				return nil
 			}
-			if f.State == api.FlowPending {
-				fmt.Fprintln(out, "waiting for the authorization...")
-			}
-			deadline := time.NewTimer(timeout)
-			defer deadline.Stop()
-			tick := time.NewTicker(authPollInterval)
-			defer tick.Stop()
-			for f.State == api.FlowPending {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-deadline.C:
-					return fmt.Errorf("%s: no answer from the authorization server after %s (run the command again to start over)", f.Server, timeout)
-				case <-tick.C:
-				}
-				if f, err = c.ServerAuth(ctx, a[0]); err != nil {
-					return explain(err, "authorizing servers")
-				}
+			f, err = waitFlow(ctx, out, f, timeout, func(ctx context.Context) (api.UpstreamAuthFlow, error) {
+				f, err := c.ServerAuth(ctx, a[0])
+				return f, explain(err, "authorizing servers")
+			})
+			if err != nil {
+				return err
 			}
 			if f.State == api.FlowFailed {
 				return fmt.Errorf("%s: authorization failed: %s", f.Server, f.Error)
@@ -86,6 +76,34 @@ the gateway for 10 minutes).`,
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the URL and return without waiting for the result")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for the result")
 	return cmd
+}
+
+// waitFlow waits until the OAuth flow f is no longer pending, asking poll
+// how it is going every authPollInterval, for at most timeout. It says
+// once that it waits; an error of poll, ctx or the timeout ends it.
+func waitFlow(ctx context.Context, out io.Writer, f api.UpstreamAuthFlow, timeout time.Duration,
+	poll func(context.Context) (api.UpstreamAuthFlow, error)) (api.UpstreamAuthFlow, error) {
+	if f.State == api.FlowPending {
+		fmt.Fprintln(out, "waiting for the authorization...")
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(authPollInterval)
+	defer tick.Stop()
+	for f.State == api.FlowPending {
+		select {
+		case <-ctx.Done():
+			return f, ctx.Err()
+		case <-deadline.C:
+			return f, fmt.Errorf("%s: no answer from the authorization server after %s (run the command again to start over)", f.Server, timeout)
+		case <-tick.C:
+		}
+		var err error
+		if f, err = poll(ctx); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
 }
 
 // describeGrant is the line `servers auth` ends with: who issued what,
