@@ -70,10 +70,13 @@ func (r *ring) add(now int64, failed bool, bucket int, us uint64) {
 		if cur == ep {
 			break
 		}
-		if cur&resetting != 0 || cur > ep {
-			if cur > ep {
-				return // a call that finished a whole ring ago; drop it
-			}
+		// The resetting bit must not take part in the comparison: a slot
+		// being zeroed for this very step compares above ep with it, and
+		// the call waiting for it was dropped as stale.
+		if at := cur &^ resetting; at > ep {
+			return // a call that finished a whole ring ago; drop it
+		}
+		if cur&resetting != 0 {
 			runtime.Gosched() // another writer is zeroing this slot for a new step
 			continue
 		}
