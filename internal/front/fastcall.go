@@ -113,7 +113,8 @@ func (f *Front) fastToolCall(w http.ResponseWriter, r *http.Request, maxBody int
 	res, err := h(ctx, "tools/call", req)
 	var result json.RawMessage
 	if err == nil {
-		result, err = fastResult(res.(*mcp.CallToolResult), f.impl)
+		ctr, _ := res.(*mcp.CallToolResult) // nil encodes as null, as the SDK's would
+		result, err = fastResult(ctr, f.impl)
 	}
 	out, encErr := jsonrpc.EncodeMessage(&jsonrpc.Response{ID: id, Result: result, Error: err})
 	if encErr != nil {
