@@ -46,6 +46,10 @@ const (
 // failed call to the failing upstream that carries it is expected.
 const faultText = "injected fault"
 
+// breakerText is in the gateway's answer to a call it did not send because
+// the tool's circuit breaker is open.
+const breakerText = "is OPEN: failing fast without calling server"
+
 // soakUpstream is one of the soak's demo servers.
 type soakUpstream struct {
 	Name      string        `json:"name"`
@@ -269,12 +273,18 @@ func soak(ctx context.Context, p soakParams, bin string, gws *procGateways, logg
 }
 
 // classify sorts a call's end: an error of the failing upstream carrying
-// the demo's injected fault is expected; any other error is not.
+// the demo's injected fault is expected, and so is the gateway failing fast
+// on that upstream while its circuit breaker is open after a run of those
+// faults (the pipeline doing its job, not a fault of the gateway); any
+// other error is not.
 func classify(u soakUpstream, err error) outcome {
 	switch {
 	case err == nil:
 		return outcomeOK
 	case u.ErrorRate > 0 && strings.Contains(err.Error(), faultText):
+		return outcomeExpected
+	case u.ErrorRate > 0 && strings.Contains(err.Error(), breakerText) &&
+		strings.Contains(err.Error(), fmt.Sprintf("server %q", u.Name)):
 		return outcomeExpected
 	default:
 		return outcomeUnexpected

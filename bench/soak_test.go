@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -148,6 +149,12 @@ func TestSoakVerdicts(t *testing.T) {
 	}
 }
 
+// breaker is the gateway's answer to a call of server's echo while its
+// circuit breaker is open.
+func breaker(server string) error {
+	return fmt.Errorf(`calling %s.echo: tool error: circuit breaker for "%s.echo" is OPEN: failing fast without calling server "%s"`, server, server, server)
+}
+
 func TestClassify(t *testing.T) {
 	plain, failing := soakUpstream{Name: "u01"}, soakUpstream{Name: "u20", ErrorRate: 0.05}
 	fault := errors.New(`calling u20.echo: demo: injected fault (error rate 0.05)`)
@@ -161,6 +168,9 @@ func TestClassify(t *testing.T) {
 		{"the failing upstream's fault", failing, fault, outcomeExpected},
 		{"the same text from another upstream", plain, fault, outcomeUnexpected},
 		{"another error of the failing upstream", failing, context.DeadlineExceeded, outcomeUnexpected},
+		{"the failing upstream's breaker open", failing, breaker("u20"), outcomeExpected},
+		{"another upstream's breaker open", plain, breaker("u01"), outcomeUnexpected},
+		{"the breaker of another upstream, on the failing one's call", failing, breaker("u03"), outcomeUnexpected},
 	}
 	for _, tt := range tests {
 		if got := classify(tt.u, tt.err); got != tt.want {
