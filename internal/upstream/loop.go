@@ -520,6 +520,15 @@ func (l *loop) sessionEnded() {
 	}
 	s := l.s
 	dead := l.closeSession()
+	// An SSE session ends when a request of it cannot be sent, so a refused
+	// grant can end the session before the call or probe that met it
+	// reports: the cause is then in the session's own error, and it is
+	// still a grant to renew, not a server to restart.
+	if reason := authReason(dead.waitErr); reason != "" {
+		l.needsAuth(dead.redact.String(reason), l.ended(nil))
+		l.settle(dead)
+		return
+	}
 	reason := s.endReason(dead)
 	s.log.Warn("upstream session ended", "reason", reason)
 	expired := errors.Is(dead.waitErr, mcp.ErrSessionMissing)
