@@ -197,9 +197,12 @@ func runScript(t *testing.T, name, gatewayURL, adminKey string, extra ...string)
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	script := filepath.Join("testdata", name+".cjs")
-	// Reading it makes go test's cache notice when the script changes.
-	if _, err := os.ReadFile(script); err != nil {
-		t.Fatal(err)
+	// Reading them makes go test's cache notice when the script or the
+	// harness every script requires changes.
+	for _, f := range []string{script, filepath.Join("testdata", "harness.cjs")} {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Env = append(os.Environ(),

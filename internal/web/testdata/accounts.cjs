@@ -11,53 +11,16 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const { env, step, check, rest, run } = require('./harness.cjs');
 
-const base = process.env.DASHBOARD_URL;
-const adminKey = process.env.DASHBOARD_ADMIN_KEY;
+const { base, adminKey, artifacts } = env;
 const userKey = process.env.ACCOUNTS_USER_KEY;
 const token = process.env.ACCOUNTS_TOKEN;
-const artifacts = process.env.DASHBOARD_ARTIFACTS;
-const origin = new URL(base).origin;
-const TIMEOUT = 30000;
 
-let current = 'start';
-function step(name) {
-  current = name;
-  console.log(`step: ${name}`);
-}
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
-
-async function rest(key, method, p) {
-  const r = await fetch(origin + p, { method, headers: { Authorization: 'Bearer ' + key } });
-  if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${await r.text()}`);
-  return r.json();
-}
-
-async function main() {
-  const browser = await chromium.launch({
-    executablePath: process.env.DASHBOARD_CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  const problems = [];
-  const consoleLog = [];
+run(async ({ newPage }) => {
   let page;
   const open = async (key) => {
-    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-    context.setDefaultTimeout(TIMEOUT);
-    page = await context.newPage();
-    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-    page.on('console', (m) => {
-      consoleLog.push(`${m.type()}: ${m.text()}`);
-      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console error: ${m.text()}`);
-    });
-    page.on('response', (r) => {
-      if (r.status() >= 500) problems.push(`${r.status()} from ${r.request().method()} ${r.url()}`);
-    });
+    page = await newPage();
     await page.goto(base);
     await page.getByLabel('API key').fill(key);
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -65,59 +28,42 @@ async function main() {
     await page.getByRole('heading', { name: 'Your account' }).waitFor();
     return page;
   };
-  try {
-    step('alice opens crm: not linked');
-    await open(userKey);
-    const stateLine = page.locator('#account-status [data-field="account-state"]');
-    await stateLine.waitFor();
-    check((await stateLine.innerText()).includes('Not linked'), 'alice has nothing linked');
 
-    step('alice stores a personal token');
-    await page.getByLabel(/personal token/).fill(token);
-    await page.getByRole('button', { name: 'Store the token' }).click();
-    await page.locator('#main').getByText('Your token is stored.').waitFor();
-    await page.waitForFunction(() => document.querySelector('#account-status').innerText.includes('Linked (bearer)'));
-    check(await page.getByLabel(/personal token/).inputValue() === '', 'the form is emptied');
-    check(await page.locator('#account-list tr').count() === 0, 'alice sees nobody else\u2019s accounts');
-    const mine = await rest(userKey, 'GET', '/api/v1/me/accounts');
-    check(mine.accounts.length === 1 && mine.accounts[0].kind === 'bearer', `alice's list: ${JSON.stringify(mine)}`);
+  step('alice opens crm: not linked');
+  await open(userKey);
+  const stateLine = page.locator('#account-status [data-field="account-state"]');
+  await stateLine.waitFor();
+  check((await stateLine.innerText()).includes('Not linked'), 'alice has nothing linked');
 
-    step('"Link my account" answers on the page');
-    await page.getByRole('button', { name: 'Link my account' }).click();
-    await page.waitForFunction(() => document.querySelector('#account-status').innerText.includes('Linking failed'));
-    fs.writeFileSync(path.join(artifacts, 'accounts-user.html'), await page.content());
+  step('alice stores a personal token');
+  await page.getByLabel(/personal token/).fill(token);
+  await page.getByRole('button', { name: 'Store the token' }).click();
+  await page.locator('#main').getByText('Your token is stored.').waitFor();
+  await page.waitForFunction(() => document.querySelector('#account-status').innerText.includes('Linked (bearer)'));
+  check(await page.getByLabel(/personal token/).inputValue() === '', 'the form is emptied');
+  check(await page.locator('#account-list tr').count() === 0, 'alice sees nobody else\u2019s accounts');
+  const mine = await rest(userKey, 'GET', '/api/v1/me/accounts');
+  check(mine.accounts.length === 1 && mine.accounts[0].kind === 'bearer', `alice's list: ${JSON.stringify(mine)}`);
 
-    step('the admin sees who linked what, never the token');
-    await open(adminKey);
-    const row = page.locator('#account-list tbody tr');
-    await row.first().waitFor();
-    check(await row.count() === 1, 'one linked account');
-    const text = await row.first().innerText();
-    check(text.includes('alice') && text.includes('bearer'), `the row names alice and bearer: ${text}`);
-    fs.writeFileSync(path.join(artifacts, 'accounts-admin.html'), await page.content());
-    await page.screenshot({ path: path.join(artifacts, 'accounts.png'), fullPage: true });
+  step('"Link my account" answers on the page');
+  await page.getByRole('button', { name: 'Link my account' }).click();
+  await page.waitForFunction(() => document.querySelector('#account-status').innerText.includes('Linking failed'));
+  fs.writeFileSync(path.join(artifacts, 'accounts-user.html'), await page.content());
 
-    step('the admin deletes alice\u2019s credential');
-    await page.locator('#account-list button[data-subject="alice"]').click();
-    await page.locator('#main').getByText('Deleted the credential of alice.').waitFor();
-    await page.getByText('Nobody has linked an account yet.').waitFor();
-    const left = await rest(userKey, 'GET', '/api/v1/me/accounts');
-    check(left.accounts.length === 0, 'alice has nothing linked any more');
+  step('the admin sees who linked what, never the token');
+  await open(adminKey);
+  const row = page.locator('#account-list tbody tr');
+  await row.first().waitFor();
+  check(await row.count() === 1, 'one linked account');
+  const text = await row.first().innerText();
+  check(text.includes('alice') && text.includes('bearer'), `the row names alice and bearer: ${text}`);
+  fs.writeFileSync(path.join(artifacts, 'accounts-admin.html'), await page.content());
+  await page.screenshot({ path: path.join(artifacts, 'accounts.png'), fullPage: true });
 
-    check(problems.length === 0, 'no page errors:\n  ' + problems.join('\n  '));
-    console.log('ok: every step passed');
-  } catch (err) {
-    if (page) await page.screenshot({ path: path.join(artifacts, 'failure.png') }).catch(() => {});
-    console.error(`FAILED at step "${current}": ${err.message}`);
-    if (problems.length) console.error('page problems:\n  ' + problems.join('\n  '));
-    if (consoleLog.length) console.error('browser console:\n  ' + consoleLog.join('\n  '));
-    process.exitCode = 1;
-  } finally {
-    await browser.close();
-  }
-}
-
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
+  step('the admin deletes alice\u2019s credential');
+  await page.locator('#account-list button[data-subject="alice"]').click();
+  await page.locator('#main').getByText('Deleted the credential of alice.').waitFor();
+  await page.getByText('Nobody has linked an account yet.').waitFor();
+  const left = await rest(userKey, 'GET', '/api/v1/me/accounts');
+  check(left.accounts.length === 0, 'alice has nothing linked any more');
 });
