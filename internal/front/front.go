@@ -480,53 +480,53 @@ func (f *Front) syncLocked(snap *catalog.Snapshot) {
 		}
 	}
 
-	wantRes := map[string]*mcp.Resource{}
-	for _, r := range snap.Resources() {
-		if r.Available && f.inScope(r.Server) {
-			def := r.Def
-			if f.scope != "" {
-				cp := *r.Def
-				cp.URI, cp.Name = r.OriginalURI, r.OriginalName
-				def = &cp
-			}
-			wantRes[def.URI] = def
-		}
-	}
+	wantRes := wantedDefs(f, snap.Resources(),
+		func(r catalog.Resource) (string, bool, *mcp.Resource) { return r.Server, r.Available, r.Def },
+		func(r catalog.Resource, d *mcp.Resource) { d.URI, d.Name = r.OriginalURI, r.OriginalName },
+		func(d *mcp.Resource) string { return d.URI })
 	syncSet(f.resources, wantRes, f.server.RemoveResources, func(d *mcp.Resource) error {
 		return guard(func() { f.server.AddResource(d, f.readResource) })
 	}, f.logger)
 
-	wantTpl := map[string]*mcp.ResourceTemplate{}
-	for _, t := range snap.Templates() {
-		if t.Available && f.inScope(t.Server) {
-			def := t.Def
-			if f.scope != "" {
-				cp := *t.Def
-				cp.URITemplate, cp.Name = t.OriginalURITemplate, t.OriginalName
-				def = &cp
-			}
-			wantTpl[def.URITemplate] = def
-		}
-	}
+	wantTpl := wantedDefs(f, snap.Templates(),
+		func(t catalog.Template) (string, bool, *mcp.ResourceTemplate) { return t.Server, t.Available, t.Def },
+		func(t catalog.Template, d *mcp.ResourceTemplate) {
+			d.URITemplate, d.Name = t.OriginalURITemplate, t.OriginalName
+		},
+		func(d *mcp.ResourceTemplate) string { return d.URITemplate })
 	syncSet(f.templates, wantTpl, f.server.RemoveResourceTemplates, func(d *mcp.ResourceTemplate) error {
 		return guard(func() { f.server.AddResourceTemplate(d, f.readResource) })
 	}, f.logger)
 
-	wantPr := map[string]*mcp.Prompt{}
-	for _, p := range snap.Prompts() {
-		if p.Available && f.inScope(p.Server) {
-			def := p.Def
-			if f.scope != "" {
-				cp := *p.Def
-				cp.Name = p.OriginalName
-				def = &cp
-			}
-			wantPr[def.Name] = def
-		}
-	}
+	wantPr := wantedDefs(f, snap.Prompts(),
+		func(p catalog.Prompt) (string, bool, *mcp.Prompt) { return p.Server, p.Available, p.Def },
+		func(p catalog.Prompt, d *mcp.Prompt) { d.Name = p.OriginalName },
+		func(d *mcp.Prompt) string { return d.Name })
 	syncSet(f.prompts, wantPr, f.server.RemovePrompts, func(d *mcp.Prompt) error {
 		return guard(func() { f.server.AddPrompt(d, f.getPrompt) })
 	}, f.logger)
+}
+
+// wantedDefs returns the definitions of the available items of one kind
+// in this front's scope, keyed as the front serves them. item gives an
+// item's server, availability and definition; a server-scoped front serves
+// each item under its upstream's names, which original sets on a copy of
+// the definition (the catalog's is shared between snapshots).
+func wantedDefs[I, D any](f *Front, items []I, item func(I) (server string, available bool, def *D), original func(I, *D), key func(*D) string) map[string]*D {
+	want := map[string]*D{}
+	for _, it := range items {
+		server, available, def := item(it)
+		if !available || !f.inScope(server) {
+			continue
+		}
+		if f.scope != "" {
+			cp := *def
+			original(it, &cp)
+			def = &cp
+		}
+		want[key(def)] = def
+	}
+	return want
 }
 
 // syncSet reconciles the registered items (key -> JSON of the definition)
@@ -806,48 +806,38 @@ func (f *Front) filterByServer(id authz.Identity, res mcp.Result) mcp.Result {
 	switch r := res.(type) {
 	case *mcp.ListResourcesResult:
 		out := *r
-		out.Resources = nil
-		for _, it := range r.Resources {
-			if ok(serverOfURI(it.URI)) {
-				out.Resources = append(out.Resources, it)
-			}
-		}
-		if out.Resources == nil {
-			out.Resources = []*mcp.Resource{}
-		}
+		out.Resources = keepItems(r.Resources, func(it *mcp.Resource) bool { return ok(serverOfURI(it.URI)) })
 		return &out
 	case *mcp.ListResourceTemplatesResult:
 		out := *r
-		out.ResourceTemplates = nil
-		for _, it := range r.ResourceTemplates {
-			if ok(serverOfURI(it.URITemplate)) {
-				out.ResourceTemplates = append(out.ResourceTemplates, it)
-			}
-		}
-		if out.ResourceTemplates == nil {
-			out.ResourceTemplates = []*mcp.ResourceTemplate{}
-		}
+		out.ResourceTemplates = keepItems(r.ResourceTemplates, func(it *mcp.ResourceTemplate) bool { return ok(serverOfURI(it.URITemplate)) })
 		return &out
 	case *mcp.ListPromptsResult:
 		out := *r
-		out.Prompts = nil
-		for _, it := range r.Prompts {
+		out.Prompts = keepItems(r.Prompts, func(it *mcp.Prompt) bool {
 			server := f.scope
 			if server == "" {
 				if p, found := snap.Prompt(it.Name); found {
 					server = p.Server
 				}
 			}
-			if ok(server) {
-				out.Prompts = append(out.Prompts, it)
-			}
-		}
-		if out.Prompts == nil {
-			out.Prompts = []*mcp.Prompt{}
-		}
+			return ok(server)
+		})
 		return &out
 	}
 	return res
+}
+
+// keepItems returns the items keep accepts, in order. It never returns
+// nil: an empty list must encode as [], not null.
+func keepItems[T any](items []T, keep func(T) bool) []T {
+	out := []T{}
+	for _, it := range items {
+		if keep(it) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // callerIdentity is who sent req: the identity the HTTP front door
