@@ -107,28 +107,27 @@ func (j *JWT) ExpandSecret(getenv func(string) string) (string, error) {
 	if j.Secret == "" {
 		return "", asError(Errors{{Field: field, Msg: "no secret is configured (this jwt section uses jwks_url)"}})
 	}
-	v, msgs := expandVars(j.Secret, orOSGetenv(getenv))
-	if len(msgs) > 0 {
-		errs := make(Errors, len(msgs))
-		for i, m := range msgs {
-			errs[i] = &Error{Field: field, Msg: m}
-		}
-		return "", asError(errs)
-	}
-	return v, nil
+	return expandField(field, j.Secret, getenv)
 }
 
 // secretRefRE matches a Secret that is only a reference to a conventionally
 // named variable, which is safe to show.
 var secretRefRE = regexp.MustCompile(`^\$\{[A-Z_][A-Z0-9_]*\}$`)
 
+// redactSecret returns a secret field's value as it may be shown: a single
+// ${VAR} reference (or nothing) as it is, anything else as "***".
+func redactSecret(v string) string {
+	if v != "" && !secretRefRE.MatchString(v) {
+		return redactedValue
+	}
+	return v
+}
+
 // Redacted returns a copy safe to log or serve: Secret replaced by "***"
 // unless it is a single ${VAR} reference, and any password in JWKSURL masked.
 func (j *JWT) Redacted() *JWT {
 	c := *j
-	if c.Secret != "" && !secretRefRE.MatchString(c.Secret) {
-		c.Secret = redactedValue
-	}
+	c.Secret = redactSecret(c.Secret)
 	c.JWKSURL = redactURL(c.JWKSURL)
 	return &c
 }

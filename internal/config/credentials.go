@@ -47,22 +47,32 @@ func validateCredentials(s *Server) []problem {
 	}
 	// A caller's credential goes in the Authorization header: a shared one
 	// there would be sent in its place or beside it.
-	const own = "per_user sends each caller's own Authorization header: remove "
+	probs = append(probs, ownAuthorization(s, "credentials", "per_user sends each caller's own Authorization header: remove ")...)
+	if s.Auth != nil && s.Auth.Grant == GrantClientCredentials {
+		probs = append(probs, problem{"credentials", "per_user needs a person per account: the client_credentials grant authenticates the gateway itself"})
+	}
+	return probs
+}
+
+// ownAuthorization returns a problem at sub for each Authorization header
+// the server's definition sets itself (bearer_token_env_var, or an
+// Authorization header in headers or headers_from_env) where sub's
+// setting sends one of its own; msg says so and is followed by what to
+// remove.
+func ownAuthorization(s *Server, sub, msg string) []problem {
+	var probs []problem
 	if s.BearerTokenEnvVar != "" {
-		probs = append(probs, problem{"credentials", own + "bearer_token_env_var"})
+		probs = append(probs, problem{sub, msg + "bearer_token_env_var"})
 	}
 	for _, h := range sortedKeys(s.Headers) {
 		if strings.EqualFold(h, "Authorization") {
-			probs = append(probs, problem{"credentials", own + "headers." + h})
+			probs = append(probs, problem{sub, msg + "headers." + h})
 		}
 	}
 	for _, h := range sortedKeys(s.HeadersFromEnv) {
 		if strings.EqualFold(h, "Authorization") {
-			probs = append(probs, problem{"credentials", own + "headers_from_env." + h})
+			probs = append(probs, problem{sub, msg + "headers_from_env." + h})
 		}
-	}
-	if s.Auth != nil && s.Auth.Grant == GrantClientCredentials {
-		probs = append(probs, problem{"credentials", "per_user needs a person per account: the client_credentials grant authenticates the gateway itself"})
 	}
 	return probs
 }

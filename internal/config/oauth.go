@@ -172,9 +172,7 @@ func (in *Introspection) ExpandSecret(getenv func(string) string) (string, error
 // Redacted returns a copy safe to log or serve.
 func (in *Introspection) Redacted() *Introspection {
 	c := *in
-	if c.ClientSecret != "" && !secretRefRE.MatchString(c.ClientSecret) {
-		c.ClientSecret = redactedValue
-	}
+	c.ClientSecret = redactSecret(c.ClientSecret)
 	c.URL = redactURL(c.URL)
 	return &c
 }

@@ -64,20 +64,7 @@ func validateServerAuth(s *Server) []problem {
 	if s.Transport == TransportStdio {
 		probs = append(probs, problem{"auth", "not allowed for a stdio server (only for sse and http servers)"})
 	}
-	const own = "oauth sends its own Authorization header: remove "
-	if s.BearerTokenEnvVar != "" {
-		probs = append(probs, problem{"auth", own + "bearer_token_env_var"})
-	}
-	for _, h := range sortedKeys(s.Headers) {
-		if strings.EqualFold(h, "Authorization") {
-			probs = append(probs, problem{"auth", own + "headers." + h})
-		}
-	}
-	for _, h := range sortedKeys(s.HeadersFromEnv) {
-		if strings.EqualFold(h, "Authorization") {
-			probs = append(probs, problem{"auth", own + "headers_from_env." + h})
-		}
-	}
+	probs = append(probs, ownAuthorization(s, "auth", "oauth sends its own Authorization header: remove ")...)
 	switch a.Grant {
 	case "", GrantAuthorizationCode:
 	case GrantClientCredentials:
