@@ -374,11 +374,29 @@ func (m *Manager) CallTool(ctx context.Context, server string, params *mcp.CallT
 	}
 	spec := callSpec{op: func() string { return fmt.Sprintf("calling tool %q", p.Name) }, meta: p.Meta,
 		method: "tools/call", target: p.Name}
-	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.CallToolResult, error) {
-		q := p // the SDK writes to the params it sends; each attempt gets its own
-		q.Meta = meta
-		return cs.CallTool(ctx, &q)
+	return relayParams(ctx, m, server, spec, p, (*mcp.ClientSession).CallTool)
+}
+
+// relayParams relays a request whose params are p. The SDK writes to the
+// params it sends, so each attempt sends its own copy of p, carrying that
+// attempt's meta.
+func relayParams[P any, PP interface {
+	*P
+	SetMeta(map[string]any)
+}, R any](ctx context.Context, m *Manager, server string, spec callSpec, p P, send func(*mcp.ClientSession, context.Context, PP) (R, error)) (R, error) {
+	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (R, error) {
+		q := p
+		PP(&q).SetMeta(meta)
+		return send(cs, ctx, &q)
 	})
+}
+
+// noResult adapts a session method that returns only an error to
+// relayParams.
+func noResult[PP any](send func(*mcp.ClientSession, context.Context, PP) error) func(*mcp.ClientSession, context.Context, PP) (struct{}, error) {
+	return func(cs *mcp.ClientSession, ctx context.Context, q PP) (struct{}, error) {
+		return struct{}{}, send(cs, ctx, q)
+	}
 }
 
 // ReadResource reads a resource by its original URI on the server; failures are as for CallTool.
@@ -389,11 +407,7 @@ func (m *Manager) ReadResource(ctx context.Context, server string, params *mcp.R
 	}
 	spec := callSpec{op: func() string { return fmt.Sprintf("reading resource %q", p.URI) }, meta: p.Meta,
 		method: "resources/read", uri: p.URI}
-	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.ReadResourceResult, error) {
-		q := p
-		q.Meta = meta
-		return cs.ReadResource(ctx, &q)
-	})
+	return relayParams(ctx, m, server, spec, p, (*mcp.ClientSession).ReadResource)
 }
 
 // GetPrompt gets a prompt by its original name on the server; failures are as for CallTool.
@@ -404,11 +418,7 @@ func (m *Manager) GetPrompt(ctx context.Context, server string, params *mcp.GetP
 	}
 	spec := callSpec{op: func() string { return fmt.Sprintf("getting prompt %q", p.Name) }, meta: p.Meta,
 		method: "prompts/get", target: p.Name}
-	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.GetPromptResult, error) {
-		q := p
-		q.Meta = meta
-		return cs.GetPrompt(ctx, &q)
-	})
+	return relayParams(ctx, m, server, spec, p, (*mcp.ClientSession).GetPrompt)
 }
 
 // Complete asks the server for completions of a prompt or resource template
@@ -419,11 +429,7 @@ func (m *Manager) Complete(ctx context.Context, server string, params *mcp.Compl
 		p = *params
 	}
 	spec := callSpec{op: func() string { return "completing" }, meta: p.Meta, method: "completion/complete"}
-	return relay(ctx, m, server, spec, func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (*mcp.CompleteResult, error) {
-		q := p
-		q.Meta = meta
-		return cs.Complete(ctx, &q)
-	})
+	return relayParams(ctx, m, server, spec, p, (*mcp.ClientSession).Complete)
 }
 
 // SetLoggingLevel sets the level of the log messages the server sends to the
@@ -465,15 +471,13 @@ func (m *Manager) SetLoggingLevel(ctx context.Context, server string, params *mc
 		}
 		return nil
 	}
-	_, err = relay(ctx, m, server, callSpec{op: op, meta: p.Meta, shared: true, method: "logging/setLevel"},
-		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
+	_, err = relayParams(ctx, m, server, callSpec{op: op, meta: p.Meta, shared: true, method: "logging/setLevel"}, p,
+		noResult(func(cs *mcp.ClientSession, ctx context.Context, q *mcp.SetLoggingLevelParams) error {
 			if usesNewProtocol(cs) {
-				return struct{}{}, nil
+				return nil
 			}
-			q := p
-			q.Meta = meta
-			return struct{}{}, cs.SetLoggingLevel(ctx, &q)
-		})
+			return cs.SetLoggingLevel(ctx, q)
+		}))
 	return err
 }
 
@@ -501,13 +505,9 @@ func (m *Manager) Subscribe(ctx context.Context, server string, params *mcp.Subs
 	if !s.subscribe(p.URI, peer) {
 		return nil
 	}
-	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("subscribing to %q", p.URI) }, meta: p.Meta, shared: true,
-		method: "resources/subscribe", uri: p.URI},
-		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
-			q := p
-			q.Meta = meta
-			return struct{}{}, cs.Subscribe(ctx, &q)
-		})
+	_, err = relayParams(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("subscribing to %q", p.URI) }, meta: p.Meta, shared: true,
+		method: "resources/subscribe", uri: p.URI}, p,
+		noResult((*mcp.ClientSession).Subscribe))
 	if err != nil {
 		s.unsubscribe(p.URI, peer)
 	}
@@ -530,12 +530,8 @@ func (m *Manager) Unsubscribe(ctx context.Context, server string, params *mcp.Un
 	if !s.unsubscribe(p.URI, peer) {
 		return nil
 	}
-	_, err = relay(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("unsubscribing from %q", p.URI) }, meta: p.Meta, shared: true,
-		method: "resources/unsubscribe", uri: p.URI},
-		func(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta) (struct{}, error) {
-			q := p
-			q.Meta = meta
-			return struct{}{}, cs.Unsubscribe(ctx, &q)
-		})
+	_, err = relayParams(ctx, m, server, callSpec{op: func() string { return fmt.Sprintf("unsubscribing from %q", p.URI) }, meta: p.Meta, shared: true,
+		method: "resources/unsubscribe", uri: p.URI}, p,
+		noResult((*mcp.ClientSession).Unsubscribe))
 	return err
 }
