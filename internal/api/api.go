@@ -3,6 +3,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -400,6 +401,20 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return &Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: "invalid JSON body: trailing data"}
 	}
 	return nil
+}
+
+// decodeOptional is decode for a body that may be left out: an empty (or
+// white space only) body leaves v as it is.
+func (h *handler) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		return badRequest("reading the request body: " + err.Error())
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return h.decode(w, r, v)
 }
 
 func itoa(n int64) string {

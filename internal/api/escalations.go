@@ -1,9 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -149,15 +147,8 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, approve bool) e
 		return notConfigured("approvals")
 	}
 	var req decisionRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		return badRequest("reading the request body: " + err.Error())
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if err := h.decode(w, r, &req); err != nil {
-			return err
-		}
+	if err := h.decodeOptional(w, r, &req); err != nil {
+		return err
 	}
 	id, _ := caller(r.Context())
 	a, err := h.escalations.Decide(r.Context(), r.PathValue("id"), approve, actor(id), req.Reason)

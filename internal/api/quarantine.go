@@ -1,10 +1,8 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"time"
 
@@ -118,15 +116,8 @@ func (h *handler) approveTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The body is optional: without one, the current definition is approved.
 	var req approveRequest
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		return badRequest("reading the request body: " + err.Error())
-	}
-	if len(bytes.TrimSpace(body)) > 0 {
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if err := h.decode(w, r, &req); err != nil {
-			return err
-		}
+	if err := h.decodeOptional(w, r, &req); err != nil {
+		return err
 	}
 	name := r.PathValue("name")
 	snap := h.cat.Snapshot()
