@@ -362,19 +362,10 @@ func (a *Authorizer) seal(g *grant) (store.UpstreamToken, error) {
 
 // put stores a new grant over whatever was stored.
 func (a *Authorizer) put(ctx context.Context, g *grant) error {
-	a.remember(g.AccessToken, g.RefreshToken, g.ClientSecret)
-	row, err := a.seal(g)
+	row, err := a.save(ctx, g, a.store.PutUpstreamToken)
 	if err != nil {
 		return err
 	}
-	row, err = a.store.PutUpstreamToken(ctx, row)
-	if err != nil {
-		return err
-	}
-	g.version = row.Version
-	a.mu.Lock()
-	a.cur = g
-	a.mu.Unlock()
 	a.log.Info("upstream authorized", "grant", g.Grant, "issuer", g.Issuer, "expires_at", g.Expiry,
 		"refresh_token", g.RefreshToken != "", "version", row.Version)
 	return nil
@@ -383,20 +374,27 @@ func (a *Authorizer) put(ctx context.Context, g *grant) error {
 // replace stores g over the version it was read as (a refresh, or a
 // refused one recorded as a problem).
 func (a *Authorizer) replace(ctx context.Context, g *grant) error {
+	_, err := a.save(ctx, g, a.store.ReplaceUpstreamToken)
+	return err
+}
+
+// save seals g, stores it with write (put's or replace's rule) and makes
+// it the current grant, at the version the store gave it.
+func (a *Authorizer) save(ctx context.Context, g *grant, write func(context.Context, store.UpstreamToken) (store.UpstreamToken, error)) (store.UpstreamToken, error) {
 	a.remember(g.AccessToken, g.RefreshToken, g.ClientSecret)
 	row, err := a.seal(g)
 	if err != nil {
-		return err
+		return store.UpstreamToken{}, err
 	}
-	row, err = a.store.ReplaceUpstreamToken(ctx, row)
+	row, err = write(ctx, row)
 	if err != nil {
-		return err
+		return store.UpstreamToken{}, err
 	}
 	g.version = row.Version
 	a.mu.Lock()
 	a.cur = g
 	a.mu.Unlock()
-	return nil
+	return row, nil
 }
 
 // Status describes the stored grant for an operator: never a token.
