@@ -2,7 +2,6 @@ package search
 
 import (
 	_ "embed"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/switchboard-mcp/switchboard/internal/textnorm"
@@ -42,27 +41,11 @@ var errLexicon = errors.New("malformed WordNet table")
 
 // parseLexicon checks the header and locates the tables.
 func parseLexicon(data string) (*lexicon, error) {
-	if len(data) < 5 || data[:4] != "SBWN" || data[4] != 1 {
-		return nil, fmt.Errorf("%w: bad magic or version", errLexicon)
+	source, words, synsets, p, err := readTableHeader(data, "SBWN", errLexicon)
+	if err != nil {
+		return nil, err
 	}
-	lx := &lexicon{data: data}
-	p := 5
-	next := func() int {
-		v, n := binary.Uvarint([]byte(data[p:min(p+binary.MaxVarintLen64, len(data))]))
-		if n <= 0 || v > 1<<31 {
-			p = len(data) + 1
-			return 0
-		}
-		p += n
-		return int(v)
-	}
-	n := next()
-	if p+n > len(data) {
-		return nil, fmt.Errorf("%w: truncated header", errLexicon)
-	}
-	lx.source = data[p : p+n]
-	p += n
-	lx.words, lx.synsets = next(), next()
+	lx := &lexicon{data: data, source: source, words: words, synsets: synsets}
 	table := func(count int) (offs, dat int, ok bool) {
 		offs = p
 		p += 4 * (count + 1)

@@ -35,27 +35,11 @@ var errWordVectors = errors.New("malformed word vector table")
 var defaultWordVectors = sync.OnceValues(func() (*wordVectors, error) { return parseWordVectors(wordvecTable) })
 
 func parseWordVectors(data string) (*wordVectors, error) {
-	if len(data) < 5 || data[:4] != "SBWV" || data[4] != 1 {
-		return nil, fmt.Errorf("%w: bad magic or version", errWordVectors)
+	source, n, dims, p, err := readTableHeader(data, "SBWV", errWordVectors)
+	if err != nil {
+		return nil, err
 	}
-	wv := &wordVectors{data: data}
-	p := 5
-	next := func() int {
-		v, n := binary.Uvarint([]byte(data[p:min(p+binary.MaxVarintLen64, len(data))]))
-		if n <= 0 || v > 1<<31 {
-			p = len(data) + 1
-			return 0
-		}
-		p += n
-		return int(v)
-	}
-	n := next()
-	if p+n > len(data) {
-		return nil, fmt.Errorf("%w: truncated header", errWordVectors)
-	}
-	wv.source = data[p : p+n]
-	p += n
-	wv.n, wv.dims = next(), next()
+	wv := &wordVectors{data: data, source: source, n: n, dims: dims}
 	if p > len(data) || wv.dims == 0 || wv.dims > 1024 {
 		return nil, fmt.Errorf("%w: bad counts", errWordVectors)
 	}
