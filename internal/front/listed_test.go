@@ -74,20 +74,7 @@ func TestListedItems(t *testing.T) {
 			[]string{"readme file:///demo/readme"}, []string{"page file:///demo/{page}"}, []string{"greet"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := front.New(cat, pipe, &tc.opts)
-			t.Cleanup(f.Close)
-			ct, st := mcp.NewInMemoryTransports()
-			ss, err := f.Server().Connect(authz.WithIdentity(t.Context(), authz.LocalAdmin()), st, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ss.Close() })
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(t.Context(), ct, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cs.Close() })
-
+			cs := connectFront(t, front.New(cat, pipe, &tc.opts), authz.LocalAdmin())
 			var res, tpl, pr []string
 			lr, err := cs.ListResources(t.Context(), nil)
 			if err != nil {
@@ -122,4 +109,23 @@ func TestListedItems(t *testing.T) {
 			}
 		})
 	}
+}
+
+// connectFront connects a client to f in memory as id; the test's end
+// closes both and f.
+func connectFront(t *testing.T, f *front.Front, id authz.Identity) *mcp.ClientSession {
+	t.Helper()
+	t.Cleanup(f.Close)
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := f.Server().Connect(authz.WithIdentity(t.Context(), id), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
