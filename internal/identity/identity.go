@@ -161,6 +161,28 @@ type cacheEntry struct {
 	until time.Time
 }
 
+func (e cacheEntry) expiry() time.Time { return e.until }
+
+// makeRoom readies a cache bounded by maxCacheEntries to take one more
+// entry: when it is full, the entries expired by now go first, then
+// arbitrary others until there is room.
+func makeRoom[K comparable, E interface{ expiry() time.Time }](cache map[K]E, now time.Time) {
+	if len(cache) < maxCacheEntries {
+		return
+	}
+	for k, e := range cache {
+		if !now.Before(e.expiry()) {
+			delete(cache, k)
+		}
+	}
+	for k := range cache {
+		if len(cache) < maxCacheEntries {
+			break
+		}
+		delete(cache, k)
+	}
+}
+
 // New validates cfg and returns an Authenticator. keys may be nil outside
 // keys mode (then only JWTs, the admin key and local callers get in). In
 // jwt mode with a JWKSURL, the key set is fetched on first use and then
@@ -484,19 +506,7 @@ func (a *Authenticator) cachedKey(ctx context.Context, hash string) (Key, bool, 
 	now := a.clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.cache) >= maxCacheEntries {
-		for h, e := range a.cache {
-			if !now.Before(e.until) {
-				delete(a.cache, h)
-			}
-		}
-		for h := range a.cache {
-			if len(a.cache) < maxCacheEntries {
-				break
-			}
-			delete(a.cache, h)
-		}
-	}
+	makeRoom(a.cache, now)
 	a.cache[hash] = cacheEntry{key: k, until: now.Add(a.ttl)}
 	return k, true, nil
 }

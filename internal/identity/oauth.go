@@ -324,6 +324,8 @@ type introEntry struct {
 	until  time.Time
 }
 
+func (e introEntry) expiry() time.Time { return e.until }
+
 func (in *introspector) introspect(ctx context.Context, token string) (jwt.MapClaims, error) {
 	sum := sha256.Sum256([]byte(token))
 	now := in.clock()
@@ -351,19 +353,7 @@ func (in *introspector) introspect(ctx context.Context, token string) (jwt.MapCl
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if len(in.cache) >= maxCacheEntries {
-		for k, e := range in.cache {
-			if !now.Before(e.until) {
-				delete(in.cache, k)
-			}
-		}
-		for k := range in.cache {
-			if len(in.cache) < maxCacheEntries {
-				break
-			}
-			delete(in.cache, k)
-		}
-	}
+	makeRoom(in.cache, now)
 	in.cache[sum] = introEntry{claims: claims, until: until}
 	return claims, nil
 }
