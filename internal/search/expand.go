@@ -95,6 +95,23 @@ type expansion struct {
 	w  float32
 }
 
+// expandTo adds index term t to sc.exp at weight w, or raises the weight
+// it has there to w. A term the index lacks, or one in more than
+// commonDocs documents (too common to help), is left out.
+func (ix *Index) expandTo(sc *scratch, t string, w float32, commonDocs int) {
+	id, ok := ix.termIDs[t]
+	if !ok || len(ix.terms[id].postings) > commonDocs {
+		return
+	}
+	for i := range sc.exp {
+		if sc.exp[i].id == id {
+			sc.exp[i].w = max(sc.exp[i].w, w)
+			return
+		}
+	}
+	sc.exp = append(sc.exp, expansion{id, w})
+}
+
 // expandToken adds to sc the index terms WordNet relates to one query
 // word, at most maxExpansions of them, best first, each weighted below an
 // exact match. term is the word's own index term, never added again; known
@@ -104,21 +121,9 @@ func (ix *Index) expandToken(sc *scratch, raw, term string, known bool) {
 	sc.exp = sc.exp[:0]
 	commonDocs := max(int(commonExpansion*float64(ix.live)), 20)
 	lx.related(raw, func(word int, w float32) {
-		t := Stem(lx.word(word))
-		if t == term {
-			return
+		if t := Stem(lx.word(word)); t != term {
+			ix.expandTo(sc, t, w, commonDocs)
 		}
-		id, ok := ix.termIDs[t]
-		if !ok || len(ix.terms[id].postings) > commonDocs {
-			return
-		}
-		for i := range sc.exp {
-			if sc.exp[i].id == id {
-				sc.exp[i].w = max(sc.exp[i].w, w)
-				return
-			}
-		}
-		sc.exp = append(sc.exp, expansion{id, w})
 	})
 	sort.Slice(sc.exp, func(i, j int) bool {
 		a, b := sc.exp[i], sc.exp[j]

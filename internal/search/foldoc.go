@@ -129,20 +129,9 @@ func (ix *Index) expandComputing(sc *scratch, i int, known bool) {
 			w *= float32(foldocPhrase)
 		}
 		scanTokens(term, func(_, t string, whole bool) {
-			if whole || t == tk.term {
-				return
+			if !whole && t != tk.term {
+				ix.expandTo(sc, t, w, commonDocs)
 			}
-			id, ok := ix.termIDs[t]
-			if !ok || len(ix.terms[id].postings) > commonDocs {
-				return
-			}
-			for j := range sc.exp {
-				if sc.exp[j].id == id {
-					sc.exp[j].w = max(sc.exp[j].w, w)
-					return
-				}
-			}
-			sc.exp = append(sc.exp, expansion{id, w})
 		})
 	}
 	if key, ok := ix.computingKey(tk.raw); ok {
