@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/servers"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
@@ -22,7 +23,7 @@ import (
 type replica struct {
 	*gateway
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 const clusterAdmin = "cluster-admin-key"
@@ -34,7 +35,7 @@ func startReplica(t *testing.T, dsn, cfgPath string) *replica {
 	port := freePort(t)
 	cmd := exec.Command(os.Args[0], "serve", "--config", cfgPath, "--store", dsn, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 	cmd.Env = append(os.Environ(), gatewayEnv+"=1", "SWITCHBOARD_ADMIN_KEY="+clusterAdmin, "SWITCHBOARD_SECRET_KEY="+testSecretKey)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // suiteScenario is one scenario line of run-conformance.sh.
@@ -29,9 +30,9 @@ var suiteScenarioLine = regexp.MustCompile(`(?m)^  [✓✗] (\S+): (\d+) passed,
 func runSuite(t *testing.T, url, revision string) map[string]suiteScenario {
 	t.Helper()
 	npmModule(t, "conformance-next/dist/index.js")
-	cmd := exec.Command("bash", filepath.Join(repoRoot(t), "testdata", "conformance", "run-conformance.sh"), url)
+	cmd := exec.Command("bash", filepath.Join(testdeps.RepoRoot(), "testdata", "conformance", "run-conformance.sh"), url)
 	cmd.Env = append(os.Environ(),
-		"CONF_HOME="+filepath.Join(repoRoot(t), "testdata", "npm"),
+		"CONF_HOME="+filepath.Join(testdeps.RepoRoot(), "testdata", "npm"),
 		"OUT_DIR="+t.TempDir(), "REQUIREMENTS="+revision,
 		"SCENARIO_TIMEOUT=60", "TOTAL_TIMEOUT=600")
 	out, _ := cmd.CombinedOutput() // the exit status repeats the counts

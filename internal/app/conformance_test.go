@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // fixtureEnv makes this test binary act as the conformance fixture server
@@ -25,10 +26,10 @@ var conformanceLine = regexp.MustCompile(`conformance: (\d+) passed, (\d+) faile
 func runConformance(t *testing.T, url string, env ...string) (passed, failed int) {
 	t.Helper()
 	npmModule(t, "@modelcontextprotocol/conformance/dist/index.js")
-	script := filepath.Join(repoRoot(t), "testdata", "conformance", "run-conformance.sh")
+	script := filepath.Join(testdeps.RepoRoot(), "testdata", "conformance", "run-conformance.sh")
 	cmd := exec.Command("bash", script, url)
 	cmd.Env = append(os.Environ(),
-		"CONF_HOME="+filepath.Join(repoRoot(t), "testdata", "npm"),
+		"CONF_HOME="+filepath.Join(testdeps.RepoRoot(), "testdata", "npm"),
 		"OUT_DIR="+t.TempDir(),
 		"SCENARIO_TIMEOUT=60", "TOTAL_TIMEOUT=600")
 	cmd.Env = append(cmd.Env, env...)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
+
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // TestAuditSurvivesSIGKILL is issue 13's durability criterion: calls through
@@ -49,7 +51,7 @@ func runKilledGateway(t *testing.T, settings string) (lost, answered int) {
 	port := freePort(t)
 	cmd := exec.Command(os.Args[0], "serve", "--config", cfgPath, "--store", dbPath, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
 	cmd.Env = append(os.Environ(), gatewayEnv+"=1")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 var (
@@ -31,7 +33,7 @@ func switchboardBin(t *testing.T) string {
 		}
 		binPath = filepath.Join(dir, "switchboard")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/switchboard")
-		cmd.Dir = repoRoot(t)
+		cmd.Dir = testdeps.RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

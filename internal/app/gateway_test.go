@@ -19,6 +19,7 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // TestDemoThroughFront lists and calls the demo server's tools through /mcp
@@ -401,7 +402,7 @@ settings:
 	t.Cleanup(func() { a.Close(context.Background()) })
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
-	g := &gateway{app: a, http: srv, logs: &syncBuffer{}}
+	g := &gateway{app: a, http: srv, logs: &logtest.Buffer{}}
 	a.Start()
 	if code, body := g.rest(t, "GET", "/readyz", nil); code != 503 {
 		t.Errorf("readyz while connecting: %d %v, want 503", code, body)

@@ -6,16 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,49 +21,20 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaytest"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
-// repoRoot is the module root (tests run in the package directory).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// npmModule returns the path of an installed npm file under testdata/npm, or
-// skips the test when the pinned servers are not installed (they are in CI:
-// SWITCHBOARD_REQUIRE_NPM=1 turns the skip into a failure).
+// npmModule is [testdeps.NPMModule] for the tests that also start the
+// pinned servers with the node on PATH: without one they skip.
 func npmModule(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
-			t.Fatalf("%s is not installed (run `make npm`)", rel)
-		}
-		t.Skipf("%s not installed; run `make npm`", rel)
-	}
+	p := testdeps.NPMModule(t, rel)
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("node not on PATH")
 	}
 	return p
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // testSecretKey is the secret key of test gateways (base64 of 32 bytes).
@@ -75,7 +44,7 @@ const testSecretKey = "c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQta2V5LTMyYnk="
 type gateway struct {
 	app  *app.App
 	http *httptest.Server
-	logs *syncBuffer
+	logs *logtest.Buffer
 	base string // a gateway in another process: its URL
 }
 
@@ -135,48 +104,17 @@ func startGatewayStore(t testing.TB, yaml string, env map[string]string, storePa
 func startGatewayOn(t testing.TB, ln net.Listener, yaml string, env map[string]string, storePath string,
 	wrap func(http.Handler) http.Handler) *gateway {
 	t.Helper()
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
+	if _, ok := env["SWITCHBOARD_SECRET_KEY"]; !ok {
+		// Servers registered through the API may carry literal env values,
+		// which the gateway stores only encrypted.
+		env = maps.Clone(env)
+		if env == nil {
+			env = map[string]string{}
 		}
-		if k == "SWITCHBOARD_SECRET_KEY" {
-			// Servers registered through the API may carry literal env
-			// values, which the gateway stores only encrypted.
-			return testSecretKey
-		}
-		return os.Getenv(k)
+		env["SWITCHBOARD_SECRET_KEY"] = testSecretKey
 	}
-	cfg, err := config.Parse("test.yaml", []byte(yaml), getenv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	cfg.Settings.Store = storePath
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0]})
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	a.StartAndWait()
-	h := a.Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	srv := httptest.NewUnstartedServer(h)
-	if ln != nil {
-		srv.Listener.Close()
-		srv.Listener = ln
-	}
-	srv.Start()
-	g := &gateway{app: a, http: srv, logs: logs}
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close(context.Background())
-		if t.Failed() {
-			t.Logf("gateway logs:\n%s", logs.String())
-		}
-	})
-	return g
+	gw := gatewaytest.Start(t, yaml, &gatewaytest.Options{Env: env, Store: storePath, Listener: ln, Wrap: wrap})
+	return &gateway{app: gw.App, http: gw.Server, logs: gw.Logs}
 }
 
 // demoServer is the YAML of a demo upstream over stdio (this test binary).
@@ -314,7 +252,7 @@ func startNode(t *testing.T, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("node", args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out syncBuffer
+	var out logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // alive reports whether pid runs: it exists and is not a zombie (a killed
@@ -59,7 +61,7 @@ func TestNoOrphansOnSIGTERM(t *testing.T) {
 	port := freePort(t)
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--store", filepath.Join(dir, "sb.db"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn")
-	var out syncBuffer
+	var out logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,15 +9,15 @@ import (
 	"testing"
 
 	"github.com/switchboard-mcp/switchboard/internal/cli"
-	"github.com/switchboard-mcp/switchboard/internal/demo"
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
+	"github.com/switchboard-mcp/switchboard/internal/upstreamtest"
 )
 
 // demoEnv makes this test binary act as the demo server when the gateway
 // under test starts it as a stdio upstream (config.SelfCommand is mapped to
 // os.Args[0]).
-const demoEnv = "SWITCHBOARD_TEST_RUN_DEMO"
+const demoEnv = upstreamtest.DemoEnv
 
 func TestMain(m *testing.M) {
 	if os.Getenv(fixtureEnv) == "1" {
@@ -35,18 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
-		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if os.Getenv(demoEnv) == "1" {
-		if err := demo.RunStdio(context.Background(), nil); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	upstreamtest.ServeIfAsked()
 	if os.Getenv(gatewayEnv) == "1" {
 		// A gateway replica for the cluster tests: `switchboard <args>`.
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -60,25 +49,12 @@ func TestMain(m *testing.M) {
 		// alone (seed 002's file).
 		os.Exit(cli.Run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	}
-	os.Exit(testLogDirectory(func() int { return storetest.PostgresMain(m) }))
-}
-
-// testLogDirectory runs the tests with settings.log_directory in a
-// temporary directory: its default (logs/mcp_servers) is relative to the
-// working directory, which for tests is the source tree.
-func testLogDirectory(run func() int) int {
-	dir, err := os.MkdirTemp("", "switchboard-test-logs-")
-	if err != nil {
-		return run()
-	}
-	defer os.RemoveAll(dir)
-	os.Setenv("SWITCHBOARD_LOG_DIRECTORY", dir)
-	return run()
+	os.Exit(upstreamtest.WithLogDirectory(func() int { return storetest.PostgresMain(m) }))
 }
 
 // mutableFixtureEnv makes this test binary act as the conformance fixture
 // with its mutable tool, whose first description is the variable's value.
-const mutableFixtureEnv = "SWITCHBOARD_TEST_RUN_MUTABLE_FIXTURE"
+const mutableFixtureEnv = upstreamtest.MutableFixtureEnv
 
 // gatewayEnv makes this test binary act as `switchboard` itself.
 const gatewayEnv = "SWITCHBOARD_TEST_RUN_GATEWAY"

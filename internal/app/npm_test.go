@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // everythingPath is server-everything's entry point.
@@ -19,7 +21,7 @@ func startEverythingHTTP(t *testing.T, mode string) int {
 	t.Helper()
 	js := everythingPath(t)
 	port := freePort(t)
-	loopback := filepath.Join(repoRoot(t), "testdata", "npm", "loopback.cjs")
+	loopback := filepath.Join(testdeps.RepoRoot(), "testdata", "npm", "loopback.cjs")
 	startNode(t, []string{fmt.Sprintf("PORT=%d", port), "NODE_OPTIONS=--require " + loopback}, js, mode)
 	waitPort(t, port)
 	return port

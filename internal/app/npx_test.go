@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // npmRegistry is the public registry the proxy below forwards to.
@@ -185,7 +187,7 @@ func waitForLong(t *testing.T, max time.Duration, what string, cond func() bool)
 // tests run.
 func npmLockVersion(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "npm", "package-lock.json"))
+	b, err := os.ReadFile(filepath.Join(testdeps.RepoRoot(), "testdata", "npm", "package-lock.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,36 +20,6 @@ import (
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
-
-// pgDump dumps the database of dsn with pg_dump (the binaries storetest
-// runs the server with), as plain SQL.
-func pgDump(t *testing.T, dsn string) string {
-	t.Helper()
-	var candidates []string
-	if dir := os.Getenv(storetest.PostgresBinEnv); dir != "" {
-		candidates = append(candidates, filepath.Join(dir, "pg_dump"))
-	}
-	candidates = append(candidates, "/usr/lib/postgresql/15/bin/pg_dump")
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, bin := range candidates {
-		if _, err := os.Stat(bin); err != nil {
-			continue
-		}
-		out, err := exec.CommandContext(t.Context(), bin, "--dbname="+dsn, "--no-owner").Output()
-		if err != nil {
-			var stderr []byte
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = ee.Stderr
-			}
-			t.Fatalf("%s: %v\n%s", bin, err, stderr)
-		}
-		return string(out)
-	}
-	t.Fatalf("pg_dump not found (looked in %v)", candidates)
-	return ""
-}
 
 // TestNoSecretsInPostgres: a full flow of the built-in authorization
 // server on PostgreSQL (a confidential client registered, a user's
@@ -161,7 +128,7 @@ func TestNoSecretsInPostgres(t *testing.T) {
 		sealedKeys = append(sealedKeys, k.PrivateKey)
 	}
 
-	dump := pgDump(t, dsn)
+	dump := storetest.Dump(t, dsn)
 	// The dump is of the database the gateway wrote: the hashes of the
 	// secrets it keeps and the sealed keys are there.
 	for what, s := range map[string]string{"code": code, "refresh token": tk.RefreshToken, "rotated refresh token": tk2.RefreshToken,

@@ -1,14 +1,11 @@
 package app_test
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/switchboard-mcp/switchboard/internal/oauthtest"
 )
 
 // The external-IdP tests of mode oauth (issue 17, docs/auth.md "oauth: the
@@ -36,45 +35,8 @@ type oidcProvider struct {
 // SWITCHBOARD_REQUIRE_NPM=1).
 func startOIDCProvider(t *testing.T, keyFile string) *oidcProvider {
 	t.Helper()
-	npmModule(t, "oidc-provider/package.json")
-	node := filepath.Join(npmModule(t, "node"), "bin", "node")
-	cmd := exec.Command(node, filepath.Join(repoRoot(t), "testdata", "npm", "oidc-provider-fixture.mjs"))
-	cmd.Env = append(os.Environ(), "OIDC_FIXTURE_KEY_FILE="+keyFile)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("oidc-provider stderr:\n%s", stderr.String())
-		}
-	})
-	ready := make(chan string, 1)
-	go func() { // ends when the process does (Cleanup kills it)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var line struct {
-				Issuer string `json:"issuer"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Issuer != "" {
-				ready <- line.Issuer
-			}
-		}
-	}()
-	select {
-	case issuer := <-ready:
-		return &oidcProvider{issuer: issuer}
-	case <-time.After(90 * time.Second):
-		t.Fatalf("oidc-provider did not start:\n%s", stderr.String())
-		return nil
-	}
+	npmModule(t, "oidc-provider/package.json") // and node on PATH, as the other npm tests
+	return &oidcProvider{issuer: oauthtest.StartOIDCProvider(t, "oidc-provider-fixture.mjs", "OIDC_FIXTURE_KEY_FILE="+keyFile)}
 }
 
 // token gets an access token for resource with the client credentials of

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // TestHotReload is B6: adding, removing and changing servers in the file is
@@ -44,7 +45,7 @@ func TestHotReload(t *testing.T) {
 	a.StartAndWait()
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
-	g := &gateway{app: a, http: srv, logs: &syncBuffer{}}
+	g := &gateway{app: a, http: srv, logs: &logtest.Buffer{}}
 
 	changed := make(chan struct{}, 64)
 	c := mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "1"}, &mcp.ClientOptions{
@@ -136,7 +137,7 @@ func TestReloadAllOrNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Settings.Store = filepath.Join(dir, "sb.db")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	a, err := app.New(t.Context(), cfg, &app.Options{SelfExecutable: os.Args[0], Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // TestSeed002FileServes runs seed 002's own configuration file
@@ -15,7 +17,7 @@ import (
 // written as one string too. The auto-started servers serve their tools; the
 // one the seed leaves to its user starts on request.
 func TestSeed002FileServes(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", "seeds", "002_mcp_servers.yaml"))
+	raw, err := os.ReadFile(filepath.Join(testdeps.RepoRoot(), "testdata", "seeds", "002_mcp_servers.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

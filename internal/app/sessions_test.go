@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 const sessionInitBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`
@@ -139,7 +141,7 @@ func TestSessionFloodBounded(t *testing.T) {
 	port := freePort(t)
 	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--store", filepath.Join(dir, "sb.db"),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "warn")
-	var out syncBuffer
+	var out logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

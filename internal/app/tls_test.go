@@ -18,12 +18,13 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/tlsserve/tlstest"
 )
 
 // tlsGateway serves yaml over HTTPS through App.Serve on a loopback
 // listener, as `switchboard serve` does, and returns its base URL.
-func tlsGateway(t *testing.T, yaml string, env map[string]string) (string, *syncBuffer) {
+func tlsGateway(t *testing.T, yaml string, env map[string]string) (string, *logtest.Buffer) {
 	t.Helper()
 	getenv := func(k string) string { return env[k] }
 	cfg, err := config.Parse("test.yaml", []byte(yaml), getenv)
@@ -31,7 +32,7 @@ func tlsGateway(t *testing.T, yaml string, env map[string]string) (string, *sync
 		t.Fatalf("config: %v", err)
 	}
 	cfg.Settings.Store = filepath.Join(t.TempDir(), "switchboard.db")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0],
 		CertPollInterval: 20 * time.Millisecond})
@@ -253,7 +254,7 @@ func TestListenerSecurityAtStart(t *testing.T) {
 				t.Fatalf("config: %v", err)
 			}
 			cfg.Settings.Store = filepath.Join(t.TempDir(), "switchboard.db")
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			a, err := app.New(t.Context(), cfg, &app.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 				Getenv: func(string) string { return "" }})
 			if err == nil {

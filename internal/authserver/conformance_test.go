@@ -14,36 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// npmModule returns the path of an npm module installed in testdata/npm,
-// skipping the test when it is not (CI sets SWITCHBOARD_REQUIRE_NPM=1 to
-// turn the skip into a failure).
-func npmModule(t *testing.T, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "testdata", "npm", "node_modules", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
-			t.Fatalf("%s is not installed (run `make npm`)", rel)
-		}
-		t.Skipf("%s not installed; run `make npm`", rel)
-	}
-	return p
-}
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
+)
 
 // TestConformanceAuthorization runs the official MCP conformance suite's
 // authorization-server scenarios (0.2.0-alpha.12: the metadata endpoint
@@ -52,8 +25,8 @@ func npmModule(t *testing.T, rel string) string {
 // with an API key and approves, and the suite's own callback server
 // receives the code and redeems it. Every check must pass.
 func TestConformanceAuthorization(t *testing.T) {
-	suite := filepath.Join(npmModule(t, "conformance-next"), "dist", "index.js")
-	node := filepath.Join(npmModule(t, "node"), "bin", "node")
+	suite := filepath.Join(testdeps.NPMModule(t, "conformance-next"), "dist", "index.js")
+	node := testdeps.Node(t)
 	h := newHarness(t, nil)
 	key := h.keys.add(t, "alice", nil)
 	c := h.register(t, nil) // redirect http://127.0.0.1/callback: any port

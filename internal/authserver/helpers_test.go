@@ -24,7 +24,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/clocktest"
 	"github.com/switchboard-mcp/switchboard/internal/identity"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
@@ -34,25 +36,9 @@ import (
 // need one, and stops it at the end.
 func TestMain(m *testing.M) { os.Exit(storetest.PostgresMain(m)) }
 
-// clock is a settable clock shared by the server and the resource server.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Now().UTC().Truncate(time.Second)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock is the clock shared by the server and the resource server,
+// from the current second on.
+func newClock() *clocktest.Clock { return clocktest.New(time.Now().UTC().Truncate(time.Second)) }
 
 // keyStore is the API keys users sign in with.
 type keyStore struct {
@@ -115,13 +101,13 @@ type harness struct {
 	t        *testing.T
 	ts       *httptest.Server
 	issuer   string
-	clock    *clock
+	clock    *clocktest.Clock
 	keys     *keyStore
 	db       *store.DB // the first replica's
 	dbPath   string    // the SQLite file, when the harness made it
 	replicas []*replica
 	next     atomic.Int64
-	logs     *syncBuffer
+	logs     *logtest.Buffer
 }
 
 type harnessOpts struct {
@@ -137,7 +123,7 @@ func newHarness(t *testing.T, ho *harnessOpts) *harness {
 	if ho == nil {
 		ho = &harnessOpts{}
 	}
-	h := &harness{t: t, clock: newClock(), keys: &keyStore{keys: map[string]identity.Key{}}, logs: &syncBuffer{}}
+	h := &harness{t: t, clock: newClock(), keys: &keyStore{keys: map[string]identity.Key{}}, logs: &logtest.Buffer{}}
 	sw := &swap{}
 	if ho.tls {
 		h.ts = httptest.NewTLSServer(sw)
@@ -535,21 +521,4 @@ func count(t testing.TB, db *store.DB, what string) int {
 	}
 	t.Fatalf("count %s?", what)
 	return 0
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,36 +13,17 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/switchboard-mcp/switchboard/internal/app"
-	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaytest"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 const testAdminKey = "sbk_cli_test_admin_key"
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testGateway is a gateway in auth mode "keys" with the demo server (this
 // test binary, re-executed) on a temp SQLite store.
@@ -67,34 +47,8 @@ func startGateway(t *testing.T) *testGateway {
 func startGatewayWith(t *testing.T, servers string) *testGateway {
 	t.Helper()
 	yml := "auth:\n  mode: keys\nservers:" + servers
-	env := map[string]string{"SWITCHBOARD_ADMIN_KEY": testAdminKey}
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	cfg, err := config.Parse("test.yaml", []byte(yml), getenv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	cfg.Settings.Store = filepath.Join(t.TempDir(), "switchboard.db")
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0]})
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	a.StartAndWait()
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close(context.Background())
-		if t.Failed() {
-			t.Logf("gateway logs:\n%s", logs.String())
-		}
-	})
-	return &testGateway{url: srv.URL}
+	g := gatewaytest.Start(t, yml, &gatewaytest.Options{Env: map[string]string{"SWITCHBOARD_ADMIN_KEY": testAdminKey}})
+	return &testGateway{url: g.URL()}
 }
 
 // cli runs the command line against the gateway as the admin.
@@ -386,7 +340,7 @@ func TestAgainstGateway(t *testing.T) {
 		auditPollInterval = 10 * time.Millisecond
 		t.Cleanup(func() { auditPollInterval = old })
 		ctx, cancel := context.WithCancel(t.Context())
-		out := &syncBuffer{}
+		out := &logtest.Buffer{}
 		done := make(chan int)
 		go func() {
 			env := map[string]string{envURL: g.url, envAPIKey: testAdminKey}

@@ -9,12 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // probeDriverEnv makes this test binary the client under test of the
@@ -118,28 +119,6 @@ var probeDeclines = []string{
 // names any more: the gateway still meets such servers.
 var probeLegacyScenarios = []string{"auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback"}
 
-// repoRoot is the module root (tests run in the package directory).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// npmModule returns the path of an installed file under testdata/npm, or
-// skips the test when the pinned packages are not installed (they are in
-// CI: SWITCHBOARD_REQUIRE_NPM=1 turns the skip into a failure).
-func npmModule(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
-			t.Fatalf("%s is not installed (run `make npm`)", rel)
-		}
-		t.Skipf("%s not installed; run `make npm`", rel)
-	}
-	return p
-}
-
 // authScenarios lists the authorization scenarios the suite's requirements
 // of revision name, scored or not (extensions).
 func authScenarios(t *testing.T, node, suite, revision string) (scored, unscored []string) {
@@ -239,8 +218,8 @@ func TestProbeConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the authorization scenarios take a minute")
 	}
-	node := npmModule(t, "node/bin/node")
-	suite := npmModule(t, "conformance-next/dist/index.js")
+	node := testdeps.NPMModule(t, "node/bin/node")
+	suite := testdeps.NPMModule(t, "conformance-next/dist/index.js")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

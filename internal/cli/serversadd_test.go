@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // TestServersAddEnvLocalMode: on a fresh local-mode gateway with no secret
@@ -26,7 +27,7 @@ func TestServersAddEnvLocalMode(t *testing.T) {
 	}
 	cfg.Settings.Store = filepath.Join(dir, "switchboard.db")
 	cfg.Settings.LogDirectory = filepath.Join(dir, "logs")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	a, err := app.New(t.Context(), cfg, &app.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Getenv: func(string) string { return "" }, SelfExecutable: os.Args[0]})
 	if err != nil {

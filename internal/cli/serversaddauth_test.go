@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // TestServersAddAuth: `servers add --auth oauth --auth-*` registers the
@@ -33,7 +34,7 @@ func TestServersAddAuth(t *testing.T) {
 	}
 	cfg.Settings.Store = filepath.Join(dir, "switchboard.db")
 	cfg.Settings.LogDirectory = filepath.Join(dir, "logs")
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	a, err := app.New(t.Context(), cfg, &app.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), Getenv: getenv, SelfExecutable: os.Args[0]})
 	if err != nil {
 		t.Fatalf("app.New: %v", err)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 )
 
 // archPage is the page whose package table must name every package of the
@@ -216,7 +218,7 @@ func archRows(t *testing.T, root string) []tableRow {
 // table has one row for every package of the module, and none for a
 // package that is gone.
 func TestArchitecturePackages(t *testing.T) {
-	root := repoRoot(t)
+	root := testdeps.RepoRoot()
 	pkgs, err := packageDirs(root)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +234,7 @@ func TestArchitecturePackages(t *testing.T) {
 // TestArchitectureImportsPointDown checks the table's claim that a package
 // imports only packages listed below it.
 func TestArchitectureImportsPointDown(t *testing.T) {
-	root := repoRoot(t)
+	root := testdeps.RepoRoot()
 	module, err := modulePath(root)
 	if err != nil {
 		t.Fatal(err)

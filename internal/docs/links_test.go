@@ -11,19 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
 	"unicode"
-)
 
-// repoRoot is the module root (tests run in the package directory).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
+)
 
 var (
 	// fenceRE opens or closes a fenced code block; links and headings inside
@@ -152,7 +146,7 @@ func checkLinks(root string, files []string) ([]string, error) {
 
 // TestDocLinks checks every relative link of README.md and docs/*.md.
 func TestDocLinks(t *testing.T) {
-	root := repoRoot(t)
+	root := testdeps.RepoRoot()
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/rsa"
@@ -18,30 +17,16 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/switchboard-mcp/switchboard/internal/clocktest"
 )
 
 // t0 is the fake "now" of every test, so tokens and keys never age by
 // wall-clock time.
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{now: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock is a clock at t0.
+func newClock() *clocktest.Clock { return clocktest.New(t0) }
 
 // memStore is an in-memory KeyStore that counts lookups.
 type memStore struct {
@@ -188,23 +173,4 @@ func (s *jwksServer) set(t testing.TB, keys ...map[string]any) {
 		t.Fatal(err)
 	}
 	s.body.Store(&b)
-}
-
-// syncBuffer is a bytes.Buffer safe for a slog handler shared with
-// background goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 func TestNewKey(t *testing.T) {
@@ -375,7 +376,7 @@ func TestIsLoopback(t *testing.T) {
 func TestNeverLogsSecrets(t *testing.T) {
 	const adminKey = "admin-secret-0123456789"
 	hsSecret := strings.Repeat("h", 16) + "hmac-secret-tail"
-	var buf syncBuffer
+	var buf logtest.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	clock := newClock()
 	k, keySecret := mustKey(t, "alice", nil)

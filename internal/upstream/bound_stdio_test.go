@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -22,7 +23,7 @@ import (
 // and no failure is held against the server.
 func TestBoundedRepliesStdio(t *testing.T) {
 	rec := newRecorder()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	m := newManager(t, rec, logs, nil)
 	ctx := t.Context()
 	if err := m.Add(fakeStdio("fx", "fixture")); err != nil {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -319,28 +319,6 @@ func (p *conformancePeer) ListRoots(context.Context, *mcp.ListRootsParams) (*mcp
 	return &mcp.ListRootsResult{Roots: []*mcp.Root{{URI: "file:///conformance/workspace", Name: "workspace"}}}, nil
 }
 
-// repoRoot is the module root (tests run in the package directory).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// npmModule returns the path of an installed file under testdata/npm, or
-// skips the test when the pinned packages are not installed (they are in
-// CI: SWITCHBOARD_REQUIRE_NPM=1 turns the skip into a failure).
-func npmModule(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
-			t.Fatalf("%s is not installed (run `make npm`)", rel)
-		}
-		t.Skipf("%s not installed; run `make npm`", rel)
-	}
-	return p
-}
-
 // clientScenarios lists what the suite's requirements of revision ask of
 // a client: the scored scenarios, then those it runs without scoring
 // (extensions, added after the release), from `conformance list`.
@@ -474,8 +452,8 @@ func TestConformanceClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the client conformance scenarios take half a minute")
 	}
-	node := npmModule(t, "node/bin/node")
-	suite := npmModule(t, "conformance-next/dist/index.js")
+	node := testdeps.NPMModule(t, "node/bin/node")
+	suite := testdeps.NPMModule(t, "conformance-next/dist/index.js")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -54,7 +55,7 @@ func TestHTTPTransports(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			url, withKey, withoutKey := serveFake(t, transport)
 			rec := newRecorder()
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			m := newManager(t, rec, logs, nil)
 			ctx := context.Background()
 			if err := m.Add(&config.Server{
@@ -164,7 +165,7 @@ func TestHTTPConnectFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			rec := newRecorder()
 			m := newManager(t, rec, logs, nil)
 			if err := m.Add(&config.Server{Name: "x", Transport: tt.transport, URL: tt.url, Headers: map[string]string{"X-Api-Key": headerCanary}}); err != nil {

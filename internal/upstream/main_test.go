@@ -1,7 +1,6 @@
 package upstream_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -257,27 +257,9 @@ func (r *recorder) waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// syncBuffer is a log sink written from many goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newManager returns a Manager wired to rec and a debug log in logs, closed
 // when the test ends.
-func newManager(t *testing.T, rec *recorder, logs *syncBuffer, opts *upstream.Options) *upstream.Manager {
+func newManager(t *testing.T, rec *recorder, logs *logtest.Buffer, opts *upstream.Options) *upstream.Manager {
 	t.Helper()
 	var o upstream.Options
 	if opts != nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -91,7 +92,7 @@ func TestNeedsAuth(t *testing.T) {
 func testNeedsAuth(t *testing.T, transport, when string) {
 	url := serveProtected(t, transport)
 	rec := newRecorder()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	oauth := &fakeOAuth{}
 	m := newManager(t, rec, logs, &upstream.Options{
 		OAuth:   func(*config.Server) auth.OAuthHandler { return oauth },

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 )
 
@@ -275,7 +276,7 @@ func TestStdioCrashDuringCall(t *testing.T) {
 
 func TestBrokenListsDoNotFailConnect(t *testing.T) {
 	rec := newRecorder()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	m := newManager(t, rec, logs, nil)
 	if err := m.Add(fakeStdio("partial", "broken")); err != nil {
 		t.Fatal(err)

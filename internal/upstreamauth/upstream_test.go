@@ -1,7 +1,6 @@
 package upstreamauth_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,28 +17,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 	"github.com/switchboard-mcp/switchboard/internal/upstream"
 	"github.com/switchboard-mcp/switchboard/internal/upstreamauth"
 )
-
-// syncBuffer is a bytes.Buffer for loggers written from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // gateway is an upstream connector with one OAuth-protected server, as the
 // gateway builds it: the Authorizer has no browser, an operator's flows
@@ -51,7 +33,7 @@ type gateway struct {
 	flows *upstreamauth.Flows
 	db    *store.DB
 	dbDir string
-	logs  *syncBuffer
+	logs  *logtest.Buffer
 
 	mu          sync.Mutex
 	transitions []upstream.Transition
@@ -64,7 +46,7 @@ func newGateway(t *testing.T, rs *resourceServer, spec upstreamauth.Spec, clk *c
 
 func newGatewayOn(t *testing.T, rs *resourceServer, transport, serverURL string, spec upstreamauth.Spec, clk *clock) *gateway {
 	t.Helper()
-	g := &gateway{cb: newCallbackServer(t), logs: &syncBuffer{}, dbDir: t.TempDir()}
+	g := &gateway{cb: newCallbackServer(t), logs: &logtest.Buffer{}, dbDir: t.TempDir()}
 	logger := slog.New(slog.NewJSONHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	db, err := store.Open(t.Context(), filepath.Join(g.dbDir, "switchboard.db"), &store.Options{Logger: logger})
 	if err != nil {

@@ -8,29 +8,27 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
-	"github.com/switchboard-mcp/switchboard/internal/config"
-	"github.com/switchboard-mcp/switchboard/internal/demo"
-	"github.com/switchboard-mcp/switchboard/internal/fixture"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaytest"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
+	"github.com/switchboard-mcp/switchboard/internal/testdeps"
+	"github.com/switchboard-mcp/switchboard/internal/upstreamtest"
 	"github.com/switchboard-mcp/switchboard/internal/web"
 )
 
 // demoEnv makes this test binary act as the demo server when the gateway
 // under test starts it as a stdio upstream (the config's command is mapped
 // to os.Args[0]).
-const demoEnv = "SWITCHBOARD_TEST_RUN_DEMO"
+const demoEnv = upstreamtest.DemoEnv
 
 const chromium = "/usr/bin/chromium"
 
@@ -39,58 +37,11 @@ var updateScreenshot = flag.Bool("update-screenshot", false, "copy the servers p
 // mutableFixtureEnv makes this test binary act as the conformance fixture
 // with its mutable tool (fixture.Options.Mutable), whose first description
 // is the variable's value.
-const mutableFixtureEnv = "SWITCHBOARD_TEST_RUN_MUTABLE_FIXTURE"
+const mutableFixtureEnv = upstreamtest.MutableFixtureEnv
 
 func TestMain(m *testing.M) {
-	if desc := os.Getenv(mutableFixtureEnv); desc != "" {
-		if err := fixture.RunStdio(context.Background(), &fixture.Options{Mutable: true, MutableDescription: desc}); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if os.Getenv(demoEnv) == "1" {
-		if err := demo.RunStdio(context.Background(), nil); err != nil {
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(testLogDirectory(m.Run))
-}
-
-// testLogDirectory runs the tests with settings.log_directory in a
-// temporary directory: its default (logs/mcp_servers) is relative to the
-// working directory, which for tests is the source tree.
-func testLogDirectory(run func() int) int {
-	dir, err := os.MkdirTemp("", "switchboard-test-logs-")
-	if err != nil {
-		return run()
-	}
-	defer os.RemoveAll(dir)
-	os.Setenv("SWITCHBOARD_LOG_DIRECTORY", dir)
-	return run()
-}
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// lockedBuffer collects a child's output from its copying goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	upstreamtest.ServeIfAsked()
+	os.Exit(upstreamtest.WithLogDirectory(m.Run))
 }
 
 // browserDeps returns the playwright-core module directory, or skips (fails
@@ -110,7 +61,7 @@ func browserDeps(t *testing.T) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		missing("node")
 	}
-	pw := filepath.Join(repoRoot(), "testdata", "npm", "node_modules", "playwright-core")
+	pw := filepath.Join(testdeps.RepoRoot(), "testdata", "npm", "node_modules", "playwright-core")
 	if _, err := os.Stat(filepath.Join(pw, "package.json")); err != nil {
 		missing("playwright-core (testdata/npm)")
 	}
@@ -145,36 +96,16 @@ servers:
     env: {` + mutableFixtureEnv + `: "Answers with its own description."}
     auto_start: false
 `
-	getenv := func(k string) string {
-		if k == app.AdminKeyEnv {
-			return adminKey
-		}
-		return os.Getenv(k)
-	}
-	cfg, err := config.Parse("test.yaml", []byte(yaml), getenv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	cfg.Settings.Store = filepath.Join(t.TempDir(), "switchboard.db")
-	logs := &lockedBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0]})
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	a.StartAndWait()
+	return gatewaytest.Start(t, yaml, &gatewaytest.Options{Env: map[string]string{app.AdminKeyEnv: adminKey}, Wrap: withDashboard}).Server
+}
+
+// withDashboard serves the dashboard in front of the gateway's handler, as
+// `switchboard serve` does.
+func withDashboard(gateway http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(web.Prefix, web.Handler())
-	mux.Handle("/", a.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close(context.Background())
-		if t.Failed() {
-			t.Logf("gateway logs:\n%s", logs.String())
-		}
-	})
-	return srv
+	mux.Handle("/", gateway)
+	return mux
 }
 
 // runScript runs testdata/<name>.cjs in node against the dashboard at
@@ -217,7 +148,7 @@ func runScript(t *testing.T, name, gatewayURL, adminKey string, extra ...string)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
-	out := &lockedBuffer{}
+	out := &logtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	err := cmd.Run()
 	if cmd.Process != nil {
@@ -264,7 +195,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(repoRoot(), "docs", "dashboard.png"), b, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(testdeps.RepoRoot(), "docs", "dashboard.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

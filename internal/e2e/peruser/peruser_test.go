@@ -8,7 +8,6 @@
 package peruser_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rsa"
@@ -16,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,9 +22,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -35,90 +31,19 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
-	"github.com/switchboard-mcp/switchboard/internal/app"
 	"github.com/switchboard-mcp/switchboard/internal/cli"
-	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaytest"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
+	"github.com/switchboard-mcp/switchboard/internal/oauthtest"
 	"github.com/switchboard-mcp/switchboard/internal/store/storetest"
 )
-
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}
-
-// npmModule returns an installed file under testdata/npm/node_modules, or
-// skips (fails with SWITCHBOARD_REQUIRE_NPM=1) without it.
-func npmModule(t *testing.T, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
-			t.Fatalf("%s is not installed (run `make npm`)", rel)
-		}
-		t.Skipf("%s not installed; run `make npm`", rel)
-	}
-	return p
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // startIdP runs the fixture for the test's lifetime and returns its issuer.
 func startIdP(t *testing.T) string {
 	t.Helper()
-	npmModule(t, "oidc-provider/package.json")
-	node := filepath.Join(npmModule(t, "node"), "bin", "node")
-	cmd := exec.Command(node, filepath.Join(repoRoot(t), "testdata", "npm", "oidc-provider-peruser-fixture.mjs"))
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("oidc-provider stderr:\n%s", stderr.String())
-		}
-	})
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var line struct{ Issuer string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Issuer != "" {
-				ready <- line.Issuer
-			}
-		}
-	}()
-	select {
-	case iss := <-ready:
-		return iss
-	case <-time.After(90 * time.Second):
-		t.Fatalf("oidc-provider did not start:\n%s", stderr.String())
-		return ""
-	}
+	return oauthtest.StartOIDCProvider(t, "oidc-provider-peruser-fixture.mjs")
 }
 
 // protectedDemo is the demo server behind a resource-server check: a
@@ -206,16 +131,7 @@ func startProtectedDemo(t *testing.T, issuer string) *protectedDemo {
 		p.mu.Unlock()
 		mcpHandler.ServeHTTP(w, r)
 	})
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
-		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{Resource: p.resource(),
-			AuthorizationServers: []string{issuer}, ScopesSupported: []string{"mcp"}}).ServeHTTP(w, r)
-	})
-	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: p.srv.URL + "/.well-known/oauth-protected-resource/mcp"})(record).ServeHTTP(w, r)
-	}))
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
+	p.srv = oauthtest.NewProtectedServer(t, record, verify, issuer, "mcp")
 	return p
 }
 
@@ -235,7 +151,7 @@ const (
 
 type gateway struct {
 	url  string
-	logs *syncBuffer
+	logs *logtest.Buffer
 	db   string
 }
 
@@ -247,42 +163,14 @@ func startGateway(t *testing.T, upstreamURL, store string) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"SWITCHBOARD_ADMIN_KEY": adminKey, "SWITCHBOARD_SECRET_KEY": secretKey}
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	yaml := "auth:\n  mode: keys\nservers:\n  crm:\n    transport: http\n    url: " + upstreamURL + "\n    credentials: per_user\n    user_session_idle_seconds: 1\n    auto_start: true\n"
-	cfg, err := config.Parse("test.yaml", []byte(yaml), getenv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	g := &gateway{url: "http://" + ln.Addr().String(), logs: &syncBuffer{}, db: store}
 	if store == "" {
-		g.db = filepath.Join(t.TempDir(), "switchboard.db")
+		store = filepath.Join(t.TempDir(), "switchboard.db")
 	}
-	cfg.Settings.Store = g.db
-	cfg.Settings.Listen = ln.Addr().String()
-	logger := slog.New(slog.NewTextHandler(g.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv})
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	a.StartAndWait()
-	srv := httptest.NewUnstartedServer(a.Handler())
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close(context.Background())
-		if t.Failed() {
-			t.Logf("gateway logs:\n%s", g.logs.String())
-		}
-	})
-	return g
+	yaml := "settings:\n  listen: " + ln.Addr().String() + "\nauth:\n  mode: keys\nservers:\n  crm:\n    transport: http\n    url: " + upstreamURL +
+		"\n    credentials: per_user\n    user_session_idle_seconds: 1\n    auto_start: true\n"
+	g := gatewaytest.Start(t, yaml, &gatewaytest.Options{Env: map[string]string{"SWITCHBOARD_ADMIN_KEY": adminKey, "SWITCHBOARD_SECRET_KEY": secretKey},
+		Store: store, Listener: ln})
+	return &gateway{url: g.URL(), logs: g.Logs, db: store}
 }
 
 // rest calls the API as key and returns the status and the raw body.
@@ -614,7 +502,7 @@ func testPerUserAccounts(t *testing.T, issuer, dsn string) {
 			seen = append(seen, b)
 		}
 	} else {
-		dump := pgDump(t, dsn)
+		dump := []byte(storetest.Dump(t, dsn))
 		if !bytes.Contains(dump, []byte("upstream_tokens")) || !bytes.Contains(dump, []byte("agent-a")) {
 			t.Fatal("the dump holds no per-user grant: was it stored at all?")
 		}
@@ -670,12 +558,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // runCLI runs the switchboard command line against g as key.
 func runCLI(t *testing.T, g *gateway, key string, env map[string]string, args ...string) (int, string) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	code := runCLIInto(t.Context(), out, g, key, env, args...)
 	return code, out.String()
 }
 
-func runCLIInto(ctx context.Context, out *syncBuffer, g *gateway, key string, env map[string]string, args ...string) int {
+func runCLIInto(ctx context.Context, out *logtest.Buffer, g *gateway, key string, env map[string]string, args ...string) int {
 	getenv := func(k string) string {
 		switch k {
 		case "SWITCHBOARD_URL":
@@ -692,7 +580,7 @@ func runCLIInto(ctx context.Context, out *syncBuffer, g *gateway, key string, en
 // prints the URL and waits for the person to sign in.
 func linkWithCLI(t *testing.T, g *gateway, key, account string) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &logtest.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- runCLIInto(t.Context(), out, g, key, nil, "connect-account", "crm") }()
 	var authURL string
@@ -714,32 +602,6 @@ func linkWithCLI(t *testing.T, g *gateway, key, account string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("connect-account did not end:\n%s", out.String())
 	}
-}
-
-// pgDump dumps the database of dsn as plain SQL with the pg_dump of the
-// binaries storetest runs the server with.
-func pgDump(t *testing.T, dsn string) []byte {
-	t.Helper()
-	var candidates []string
-	if dir := os.Getenv(storetest.PostgresBinEnv); dir != "" {
-		candidates = append(candidates, filepath.Join(dir, "pg_dump"))
-	}
-	candidates = append(candidates, "/usr/lib/postgresql/15/bin/pg_dump")
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, bin := range candidates {
-		if _, err := os.Stat(bin); err != nil {
-			continue
-		}
-		out, err := exec.CommandContext(t.Context(), bin, "--dbname="+dsn, "--no-owner").Output()
-		if err != nil {
-			t.Fatalf("%s: %v", bin, err)
-		}
-		return out
-	}
-	t.Fatalf("pg_dump not found (looked in %v)", candidates)
-	return nil
 }
 
 // waitConnected waits for crm to list its tools.

@@ -5,23 +5,19 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/switchboard-mcp/switchboard/internal/app"
-	"github.com/switchboard-mcp/switchboard/internal/config"
+	"github.com/switchboard-mcp/switchboard/internal/gatewaytest"
+	"github.com/switchboard-mcp/switchboard/internal/logtest"
 )
 
 // testSecretKey is the gateways' SWITCHBOARD_SECRET_KEY (base64 of 32 bytes).
@@ -30,60 +26,11 @@ const testSecretKey = "c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQta2V5LTMyYnk="
 // adminKey is the gateways' SWITCHBOARD_ADMIN_KEY in mode keys.
 const adminKey = "e2e-admin-bootstrap-key"
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}
-
-// npmModule returns the path of an installed npm file under testdata/npm,
-// or skips the test when the pinned packages are not installed
-// (SWITCHBOARD_REQUIRE_NPM=1 makes that a failure).
-func npmModule(t testing.TB, rel string) string {
-	t.Helper()
-	p := filepath.Join(repoRoot(t), "testdata", "npm", "node_modules", rel)
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("SWITCHBOARD_REQUIRE_NPM") == "1" {
-			t.Fatalf("%s is not installed (run `make npm`)", rel)
-		}
-		t.Skipf("%s not installed; run `make npm`", rel)
-	}
-	return p
-}
-
-// nodeBin is the pinned Node.js.
-func nodeBin(t testing.TB) string {
-	t.Helper()
-	p := filepath.Join(npmModule(t, "node"), "bin", "node")
-	if _, err := exec.LookPath(p); err != nil {
-		t.Skipf("node: %v", err)
-	}
-	return p
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // gateway is a running gateway under test.
 type gateway struct {
 	app  *app.App
 	srv  *httptest.Server
-	logs *syncBuffer
+	logs *logtest.Buffer
 }
 
 func (g *gateway) url() string { return g.srv.URL }
@@ -107,50 +54,16 @@ func listen(t testing.TB) net.Listener {
 	return ln
 }
 
-// startGatewayOn is startGateway serving on ln.
+// startGatewayOn is startGateway serving on ln. It serves before the
+// servers connect, as `switchboard serve` does: an authorization server
+// may fetch the gateway's keys (token exchange) while the gateway connects.
 func startGatewayOn(t testing.TB, ln net.Listener, yaml string, env map[string]string, storeDSN string) *gateway {
 	t.Helper()
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		switch k {
-		case "SWITCHBOARD_SECRET_KEY":
-			return testSecretKey
-		case "SWITCHBOARD_ADMIN_KEY":
-			return adminKey
-		}
-		return os.Getenv(k)
-	}
+	withDefaults := map[string]string{"SWITCHBOARD_SECRET_KEY": testSecretKey, "SWITCHBOARD_ADMIN_KEY": adminKey}
+	maps.Copy(withDefaults, env)
 	yaml = strings.Replace(yaml, "LISTEN", ln.Addr().String(), 1)
-	cfg, err := config.Parse("e2e.yaml", []byte(yaml), getenv)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	cfg.Settings.Store = storeDSN
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a, err := app.New(t.Context(), cfg, &app.Options{Logger: logger, Getenv: getenv, SelfExecutable: os.Args[0]})
-	if err != nil {
-		t.Fatalf("app.New: %v", err)
-	}
-	// Serving before the servers connect, as `switchboard serve` does: an
-	// authorization server may fetch the gateway's keys (token exchange)
-	// while the gateway connects.
-	srv := httptest.NewUnstartedServer(a.Handler())
-	srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	a.StartAndWait()
-	g := &gateway{app: a, srv: srv, logs: logs}
-	t.Cleanup(func() {
-		srv.Close()
-		a.Close(context.Background())
-		if t.Failed() {
-			t.Logf("gateway %s logs:\n%s", g.url(), logs.String())
-		}
-	})
-	return g
+	g := gatewaytest.Start(t, yaml, &gatewaytest.Options{Env: withDefaults, Store: storeDSN, Listener: ln, ServeFirst: true})
+	return &gateway{app: g.App, srv: g.Server, logs: g.Logs}
 }
 
 // rest does one REST request as key ("" for none) and decodes the answer.

@@ -1,7 +1,6 @@
 package upstreamoauth
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,9 +10,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +18,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/switchboard-mcp/switchboard/internal/demo"
+	"github.com/switchboard-mcp/switchboard/internal/oauthtest"
 )
 
 // idp is a running testdata/npm/oidc-upstream-fixture.mjs.
@@ -32,7 +28,6 @@ type idp struct {
 	issuer       string
 	clientSecret string // of client "gateway"
 	rsSecret     string // of client "rs"
-	stderr       *syncBuffer
 }
 
 // startIdP runs the fixture for the test's lifetime, with the gateway
@@ -40,47 +35,11 @@ type idp struct {
 // turns on more (token exchange).
 func startIdP(t *testing.T, redirectURIs []string, ttl time.Duration, extraEnv ...string) *idp {
 	t.Helper()
-	npmModule(t, "oidc-provider/package.json")
-	node := nodeBin(t)
-	p := &idp{clientSecret: "gw-client-secret-" + randomText(), rsSecret: "rs-secret-" + randomText(), stderr: &syncBuffer{}}
-	cmd := exec.Command(node, filepath.Join(repoRoot(t), "testdata", "npm", "oidc-upstream-fixture.mjs"))
-	cmd.Env = append(os.Environ(), "OIDC_REDIRECT_URIS="+strings.Join(redirectURIs, ","), "OIDC_CLIENT_SECRET="+p.clientSecret,
-		"OIDC_RS_SECRET="+p.rsSecret, fmt.Sprintf("OIDC_ACCESS_TTL=%d", int(ttl.Seconds())))
-	cmd.Env = append(cmd.Env, extraEnv...)
-	cmd.Stderr = p.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("oidc-provider stderr:\n%s", p.stderr.String())
-		}
-	})
-	ready := make(chan string, 1)
-	go func() { // ends when the process does
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var line struct {
-				Issuer string `json:"issuer"`
-			}
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Issuer != "" {
-				ready <- line.Issuer
-			}
-		}
-	}()
-	select {
-	case p.issuer = <-ready:
-		return p
-	case <-time.After(90 * time.Second):
-		t.Fatalf("oidc-provider did not start:\n%s", p.stderr.String())
-		return nil
-	}
+	p := &idp{clientSecret: "gw-client-secret-" + randomText(), rsSecret: "rs-secret-" + randomText()}
+	env := append([]string{"OIDC_REDIRECT_URIS=" + strings.Join(redirectURIs, ","), "OIDC_CLIENT_SECRET=" + p.clientSecret,
+		"OIDC_RS_SECRET=" + p.rsSecret, fmt.Sprintf("OIDC_ACCESS_TTL=%d", int(ttl.Seconds()))}, extraEnv...)
+	p.issuer = oauthtest.StartOIDCProvider(t, "oidc-upstream-fixture.mjs", env...)
+	return p
 }
 
 func randomText() string {
@@ -156,11 +115,6 @@ type seenCall struct {
 func newProtectedDemo(t *testing.T, p *idp) *protectedDemo {
 	t.Helper()
 	d := &protectedDemo{idp: p, seen: map[string]bool{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, r *http.Request) {
-		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{Resource: d.resource(),
-			AuthorizationServers: []string{p.issuer}, ScopesSupported: []string{"mcp"}}).ServeHTTP(w, r)
-	})
 	demoHandler := demo.Handler(nil)
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -182,12 +136,7 @@ func newProtectedDemo(t *testing.T, p *idp) *protectedDemo {
 		}
 		demoHandler.ServeHTTP(w, r)
 	})
-	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth.RequireBearerToken(d.introspect, &auth.RequireBearerTokenOptions{
-			ResourceMetadataURL: d.srv.URL + "/.well-known/oauth-protected-resource/mcp"})(record).ServeHTTP(w, r)
-	}))
-	d.srv = httptest.NewServer(mux)
-	t.Cleanup(d.srv.Close)
+	d.srv = oauthtest.NewProtectedServer(t, record, d.introspect, p.issuer, "mcp")
 	return d
 }
 

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,36 +67,12 @@ func assertNoSecrets(t *testing.T, p *idp, up *protectedDemo, gws []*gateway, sq
 		}
 	}
 	if dsn != "" {
-		check("pg_dump", pgDump(t, dsn))
-	}
-}
-
-// pgDump dumps the database of dsn with pg_dump, as plain SQL.
-func pgDump(t *testing.T, dsn string) string {
-	t.Helper()
-	var candidates []string
-	if dir := os.Getenv(storetest.PostgresBinEnv); dir != "" {
-		candidates = append(candidates, filepath.Join(dir, "pg_dump"))
-	}
-	candidates = append(candidates, "/usr/lib/postgresql/15/bin/pg_dump")
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		candidates = append(candidates, p)
-	}
-	for _, bin := range candidates {
-		if _, err := os.Stat(bin); err != nil {
-			continue
-		}
-		out, err := exec.CommandContext(t.Context(), bin, "--dbname="+dsn, "--no-owner").Output()
-		if err != nil {
-			t.Fatalf("%s: %v", bin, err)
-		}
-		if !strings.Contains(string(out), "upstream_tokens") {
+		dump := storetest.Dump(t, dsn)
+		if !strings.Contains(dump, "upstream_tokens") {
 			t.Fatalf("pg_dump has no upstream_tokens table")
 		}
-		return string(out)
+		check("pg_dump", dump)
 	}
-	t.Fatalf("pg_dump not found (looked in %v)", candidates)
-	return ""
 }
 
 // raw GETs path as the admin and returns the body; the answer must be 200.
