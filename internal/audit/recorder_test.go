@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+
+	"github.com/switchboard-mcp/switchboard/internal/clocktest"
 )
 
 // fakeSink stores records in memory. With block set, every WriteAudit
@@ -133,24 +135,6 @@ func (h *logCapture) lines() []string {
 	return out
 }
 
-// manualClock is an injectable clock that moves only when told.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 // closeRecorder closes r and checks that no goroutine outlived Close.
@@ -166,7 +150,7 @@ func closeRecorder(t *testing.T, r *Recorder) error {
 }
 
 func TestRecorderWritesAllInOrder(t *testing.T) {
-	clock := &manualClock{now: t0}
+	clock := clocktest.New(t0)
 	sink := newFakeSink()
 	var lastDepth atomic.Int64
 	r := NewRecorder(sink, &Options{
@@ -275,7 +259,7 @@ func TestRecorderOverflowNeverBlocks(t *testing.T) {
 	sink.block = true
 	var overflows atomic.Int64
 	logs := &logCapture{}
-	clock := &manualClock{now: t0}
+	clock := clocktest.New(t0)
 	r := NewRecorder(sink, &Options{
 		QueueSize:  4,
 		BatchSize:  1,
@@ -334,7 +318,7 @@ func TestRecorderOverflowNeverBlocks(t *testing.T) {
 }
 
 func TestRecorderDropWarningRateLimited(t *testing.T) {
-	clock := &manualClock{now: t0}
+	clock := clocktest.New(t0)
 	sink := newFakeSink()
 	logs := &logCapture{}
 	r := NewRecorder(sink, &Options{QueueSize: 1, Clock: clock.Now, Logger: slog.New(logs)})
@@ -529,7 +513,7 @@ func TestRecorderRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &manualClock{now: t0}
+			clock := clocktest.New(t0)
 			sink := newFakeSink()
 			logs := &logCapture{}
 			r := NewRecorder(sink, &Options{
@@ -562,7 +546,7 @@ func TestRecorderRetention(t *testing.T) {
 }
 
 func TestRecorderPurgesPeriodically(t *testing.T) {
-	clock := &manualClock{now: t0}
+	clock := clocktest.New(t0)
 	sink := newFakeSink()
 	r := NewRecorder(sink, &Options{Retention: time.Hour, PurgeInterval: time.Millisecond, Clock: clock.Now})
 	t.Cleanup(func() { closeRecorder(t, r) })

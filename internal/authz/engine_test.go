@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/switchboard-mcp/switchboard/internal/clocktest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -17,7 +19,7 @@ func ptr[T any](v T) *T { return &v }
 // world is one engine over a fake store seeded with the fixtures below.
 type world struct {
 	st    *fakeStore
-	clock *fakeClock
+	clock *clocktest.Clock
 	e     *Engine
 }
 
@@ -74,7 +76,7 @@ func newWorld(t testing.TB, pol Policy, opts *Options) *world {
 		tok.CreatedAt = t0.Add(-time.Minute)
 		st.tokens[tok.ID] = tok
 	}
-	clock := &fakeClock{t: t0}
+	clock := clocktest.New(t0)
 	var o Options
 	if opts != nil {
 		o = *opts

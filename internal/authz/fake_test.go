@@ -114,21 +114,3 @@ func (s *fakeStore) token(id string) Token {
 }
 
 var errBroken = errors.New("database is on fire")
-
-// fakeClock is a settable clock for Options.Clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}

@@ -36,18 +36,7 @@ func TestHeldTools(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := front.New(cat, pipe, &front.Options{Server: tc.scope})
-			t.Cleanup(f.Close)
-			ct, st := mcp.NewInMemoryTransports()
-			ss, err := f.Server().Connect(authz.WithIdentity(t.Context(), authz.LocalAdmin()), st, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ss.Close() })
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(t.Context(), ct, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cs.Close() })
+			cs := connectFront(t, f, authz.LocalAdmin())
 
 			lt, err := cs.ListTools(t.Context(), nil)
 			if err != nil {

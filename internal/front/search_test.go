@@ -53,19 +53,7 @@ func TestSearchMode(t *testing.T) {
 	caller := &recordingCaller{}
 	searcher := &catalogSearcher{cat: cat}
 	f := front.New(cat, caller, &front.Options{ToolExposure: front.ExposeSearch, Searcher: searcher})
-	t.Cleanup(f.Close)
-	ct, st := mcp.NewInMemoryTransports()
-	ctx := authz.WithIdentity(t.Context(), authz.Identity{ID: "key:1", AgentID: "agent"})
-	ss, err := f.Server().Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(t.Context(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := connectFront(t, f, authz.Identity{ID: "key:1", AgentID: "agent"})
 
 	lt, err := cs.ListTools(t.Context(), nil)
 	if err != nil {

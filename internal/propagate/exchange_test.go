@@ -13,6 +13,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/clocktest"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/propagate"
 )
@@ -72,7 +73,7 @@ func exchangeServer(endpoint, header string) *config.Server {
 // server's error and description.
 func TestTokenExchange(t *testing.T) {
 	as := newExchangeAS(t)
-	c := &clock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	c := clocktest.New(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 	s := propagate.New(propagate.Options{Store: openStore(t), Keyring: keyring(t), Issuer: "https://gw.example", Clock: c.Now})
 	f := s.For(exchangeServer(as.srv.URL+"/token", ""))
 	alice := authz.Identity{ID: "key:alice", AgentID: "alice"}
@@ -107,12 +108,12 @@ func TestTokenExchange(t *testing.T) {
 	}
 
 	// Reused until 30 s before its expiry, then exchanged again.
-	c.Add(269 * time.Second)
+	c.Advance(269 * time.Second)
 	_, _, _ = f(t.Context(), alice)
 	if n := as.calls.Load(); n != 1 {
 		t.Errorf("%d exchanges before the margin, want 1", n)
 	}
-	c.Add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	_, _, _ = f(t.Context(), alice)
 	if n := as.calls.Load(); n != 2 {
 		t.Errorf("%d exchanges after the margin, want 2", n)

@@ -10,35 +10,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/switchboard-mcp/switchboard/internal/authz"
+	"github.com/switchboard-mcp/switchboard/internal/clocktest"
 	"github.com/switchboard-mcp/switchboard/internal/config"
 	"github.com/switchboard-mcp/switchboard/internal/propagate"
 	"github.com/switchboard-mcp/switchboard/internal/secrets"
 	"github.com/switchboard-mcp/switchboard/internal/store"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func openStore(t *testing.T) *store.DB {
 	t.Helper()
@@ -103,7 +86,7 @@ func verify(t *testing.T, keys map[string]*ecdsa.PublicKey, tok string, at time.
 // TestAssertionClaims: the assertion names the caller, for the server's
 // url by default, for ttl_seconds, in the configured header.
 func TestAssertionClaims(t *testing.T) {
-	c := &clock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	c := clocktest.New(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 	s := propagate.New(propagate.Options{Store: openStore(t), Keyring: keyring(t), Issuer: "https://gw.example", Clock: c.Now})
 	srv := &config.Server{Name: "up", Transport: config.TransportHTTP, URL: "https://up.example/mcp",
 		Identity: &config.ServerIdentity{Propagate: config.PropagateAssertion, Header: "x-who", TTLSeconds: 20}}
@@ -138,7 +121,7 @@ func TestAssertionClaims(t *testing.T) {
 // in between; the retired key stays published past its last assertion.
 func TestKeyRotationAcrossReplicas(t *testing.T) {
 	db, kr := openStore(t), keyring(t)
-	c := &clock{now: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+	c := clocktest.New(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
 	a := propagate.New(propagate.Options{Store: db, Keyring: kr, Issuer: "https://gw.example", Clock: c.Now})
 	b := propagate.New(propagate.Options{Store: db, Keyring: kr, Issuer: "https://gw.example", Clock: c.Now})
 	id := authz.Identity{ID: "key:k1"}
@@ -168,7 +151,7 @@ func TestKeyRotationAcrossReplicas(t *testing.T) {
 	}
 	// Within KeyLead of retirement: the successor is made and published,
 	// the current key still signs.
-	c.Add(propagate.KeyRotation - propagate.KeyLead + time.Hour)
+	c.Advance(propagate.KeyRotation - propagate.KeyLead + time.Hour)
 	old := sign(b)
 	if kidOf(old) != kidOf(first) {
 		t.Fatal("the successor signed before its time")
@@ -176,7 +159,7 @@ func TestKeyRotationAcrossReplicas(t *testing.T) {
 	if n := len(keySet(t, a)); n != 2 {
 		t.Fatalf("%d keys published before the rotation, want 2", n)
 	}
-	c.Add(propagate.KeyLead - time.Hour + 31*time.Second) // past the retirement and the key cache
+	c.Advance(propagate.KeyLead - time.Hour + 31*time.Second) // past the retirement and the key cache
 	next := sign(a)
 	if kidOf(next) == kidOf(first) || kidOf(sign(b)) != kidOf(next) {
 		t.Fatal("the successor does not sign on both replicas")
