@@ -59,31 +59,7 @@ func (g *gateway) url() string {
 // tryRest is restAs without failing the test: transport errors are
 // returned (a replica under test may have been killed).
 func (g *gateway) tryRest(key, method, path string, body any) (int, map[string]any, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, g.url()+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out, nil
+	return gatewaytest.REST(context.Background(), g.url(), key, method, path, body)
 }
 
 // startGateway parses yaml (with the demo server re-exec wired in), starts a

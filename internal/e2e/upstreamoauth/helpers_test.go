@@ -1,10 +1,7 @@
 package upstreamoauth
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -77,31 +74,7 @@ func (g *gateway) rest(t testing.TB, key, method, path string, body any) (int, m
 }
 
 func (g *gateway) tryRest(ctx context.Context, key, method, path string, body any) (int, map[string]any, error) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, g.url()+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return resp.StatusCode, out, nil
+	return gatewaytest.REST(ctx, g.url(), key, method, path, body)
 }
 
 // serverByName finds a server in GET /api/v1/aggregator/servers.
